@@ -1,0 +1,255 @@
+"""Backends: which Triton build runs the kernels, where, and under which launch limits.
+
+=========  ===========  ==========================================================
+name       tensors on   what runs
+=========  ===========  ==========================================================
+npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
+                        ``num_aicore`` programs, 65535-block launch limit, tiles
+                        from the 192 KiB UB model, head-major beta/g, fp32 dots.
+cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
+                        autotuned warps/stages, TF32 tensor-core dots for bf16/fp16.
+cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
+                        CPU runs go through the NPU frontend) with the NPU's launch
+                        shape: core grid, block limit, head-major beta/g, fp32 dots.
+npu-cuda   cuda         the npu path (kernels, core grid, host chunking, UB tiles,
+                        fp32 dots) on a CUDA device: exercises the NPU index math
+                        and launch planning at real scale where no NPU is at hand.
+=========  ===========  ==========================================================
+
+Selection: ``backend=`` argument, else ``WY_ASCEND_BACKEND``, else the tensors' device.
+Launch knobs (block limit, core count, UB bytes, launch mode, tile cap) are overridden
+per call (``config=LaunchConfig(...)``) or per context (``with launch_config(...)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+
+import torch
+
+from .errors import BackendUnavailableError
+from .planning import INT32_MAX, DeviceSpec, LaunchMode
+
+BACKEND_ENV = "WY_ASCEND_BACKEND"
+ASCEND_MAX_BLOCKS = 65535
+ASCEND_UB_BYTES = 192 * 1024  # unified buffer per core on 910B (A2)
+CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
+# The interpreter has no cores; 4 programs make every persistent loop run several tasks.
+CPU_INTERPRETER_CORES = 4
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Launch knobs; None keeps the backend's own value. ``poison_outputs`` fills
+    outputs with NaN before launching so an element no kernel wrote cannot pass a test."""
+
+    max_blocks: int | None = None
+    num_cores: int | None = None
+    ub_bytes: int | None = None
+    mode: LaunchMode | None = None
+    tile_cap: int | None = None
+    max_tasks: int | None = None
+    poison_outputs: bool = False
+
+    def merged(self, other: LaunchConfig | None) -> LaunchConfig:
+        """``other``'s explicit values over this one's."""
+        if other is None:
+            return self
+        changes = {f.name: getattr(other, f.name) for f in dataclasses.fields(other) if getattr(other, f.name)}
+        return dataclasses.replace(self, **changes)
+
+
+_CONTEXT_CONFIG: contextvars.ContextVar[LaunchConfig] = contextvars.ContextVar("wy_ascend_launch", default=LaunchConfig())
+
+
+@contextlib.contextmanager
+def launch_config(**overrides: object) -> Iterator[LaunchConfig]:
+    """Override launch knobs for the calls made inside the ``with`` block."""
+    cfg = _CONTEXT_CONFIG.get().merged(LaunchConfig(**overrides))  # type: ignore[arg-type]
+    token = _CONTEXT_CONFIG.set(cfg)
+    try:
+        yield cfg
+    finally:
+        _CONTEXT_CONFIG.reset(token)
+
+
+def current_config(call: LaunchConfig | None = None) -> LaunchConfig:
+    """The context's knobs with the per-call ones on top."""
+    return _CONTEXT_CONFIG.get().merged(call)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend's fixed properties. Limits are data; the core count is read from
+    the device on first use (never at import)."""
+
+    name: str
+    device_type: str
+    mode: LaunchMode
+    max_grid: tuple[int, int]
+    max_blocks: int | None
+    ub_bytes: int | None
+    tile_cap: int
+    gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
+    tf32_for_low_precision: bool  # TF32 dots when the I/O dtype is bf16/fp16
+    autotune: bool
+    interpret: bool
+
+    def num_cores(self, device: torch.device) -> int:
+        """Persistent core-grid size of ``device``."""
+        if self.name == "npu":
+            import triton.runtime.driver as driver
+
+            index = device.index if device.index is not None else torch.npu.current_device()  # type: ignore[attr-defined]
+            return int(driver.active.utils.get_device_properties(index)["num_aicore"])
+        if self.device_type == "cuda":
+            return int(torch.cuda.get_device_properties(device).multi_processor_count)
+        return CPU_INTERPRETER_CORES
+
+    def spec(self, device: torch.device, config: LaunchConfig) -> DeviceSpec:
+        """The planner's view of this backend on ``device`` with ``config``'s overrides."""
+        return DeviceSpec(
+            name=self.name,
+            mode=config.mode or self.mode,
+            max_grid=self.max_grid,
+            max_blocks=config.max_blocks or self.max_blocks,
+            num_cores=config.num_cores or self.num_cores(device),
+            ub_bytes=config.ub_bytes or self.ub_bytes,
+            tile_cap=config.tile_cap or self.tile_cap,
+            max_tasks=config.max_tasks or INT32_MAX,
+        )
+
+    def use_tf32(self, dtype: torch.dtype) -> bool:
+        return self.tf32_for_low_precision and dtype != torch.float32
+
+
+_NPU_SHAPE = dict(
+    mode="persistent",
+    max_grid=(ASCEND_MAX_BLOCKS, ASCEND_MAX_BLOCKS),
+    max_blocks=ASCEND_MAX_BLOCKS,
+    ub_bytes=ASCEND_UB_BYTES,
+    tile_cap=128,
+    gate_head_major=True,
+    tf32_for_low_precision=False,
+    autotune=False,
+)
+
+BACKENDS: dict[str, Backend] = {
+    "npu": Backend(name="npu", device_type="npu", interpret=False, **_NPU_SHAPE),  # type: ignore[arg-type]
+    "cuda": Backend(
+        name="cuda",
+        device_type="cuda",
+        mode="grid",
+        max_grid=CUDA_MAX_GRID,
+        max_blocks=None,
+        ub_bytes=None,
+        tile_cap=128,
+        gate_head_major=False,
+        tf32_for_low_precision=True,
+        autotune=True,
+        interpret=False,
+    ),
+    # The interpreter has no UB: ub_bytes None lets every BT run; the fuzz suite sets
+    # ub_bytes to replay the NPU's tile choices.
+    "cpu": Backend(name="cpu", device_type="cpu", interpret=True, **{**_NPU_SHAPE, "ub_bytes": None}),  # type: ignore[arg-type]
+    "npu-cuda": Backend(name="npu-cuda", device_type="cuda", interpret=False, **_NPU_SHAPE),  # type: ignore[arg-type]
+}
+_BY_DEVICE = {"npu": "npu", "cuda": "cuda", "cpu": "cpu"}
+
+
+def _unavailable(name: str, reason: str) -> BackendUnavailableError:
+    return BackendUnavailableError(f"backend {name!r} is unavailable: {reason}; valid backends: {sorted(BACKENDS)}")
+
+
+def check_available(backend: Backend) -> None:
+    """Raise BackendUnavailableError with the reason if ``backend`` cannot run here."""
+    if importlib.util.find_spec("triton") is None:
+        raise _unavailable(backend.name, "the `triton` module is not installed (pip install '.[cpu]' or '.[cuda]')")
+    if backend.device_type == "npu":
+        if importlib.util.find_spec("torch_npu") is None:
+            raise _unavailable(backend.name, "torch_npu is not installed (pip install '.[npu]')")
+        import torch_npu  # noqa: F401
+
+        if not torch.npu.is_available():  # type: ignore[attr-defined]
+            raise _unavailable(backend.name, "torch_npu sees no NPU")
+    if backend.device_type == "cuda" and not torch.cuda.is_available():
+        raise _unavailable(backend.name, "torch sees no CUDA device")
+
+
+def resolve_backend(name: str | None, device: torch.device) -> Backend:
+    """The backend named by ``name`` (else WY_ASCEND_BACKEND, else ``device``'s type).
+
+    A name asked for explicitly must exist and be runnable, and the tensors must live on
+    its device; otherwise a clear error says why and lists the valid names.
+    """
+    requested = name or os.environ.get(BACKEND_ENV) or None
+    if requested is None:
+        requested = _BY_DEVICE.get(device.type)
+        if requested is None:
+            raise _unavailable(device.type, f"no backend runs tensors on device type {device.type!r}")
+    if requested not in BACKENDS:
+        source = "backend" if name else BACKEND_ENV
+        raise ValueError(f"{source} must be one of {sorted(BACKENDS)}, got {requested!r}")
+    backend = BACKENDS[requested]
+    check_available(backend)
+    if device.type != backend.device_type:
+        raise ValueError(
+            f"backend {backend.name!r} runs on {backend.device_type!r} tensors, but the inputs are on {device}"
+        )
+    return backend
+
+
+@cache
+def _interpreted_kernels() -> ModuleType:
+    """kernels.py loaded a second time with TRITON_INTERPRET=1, so its @triton.jit
+    functions become interpreter functions (triton reads the variable when decorating).
+    The compiled module stays usable in the same process for the device backends."""
+    spec = importlib.util.find_spec("wy_ascend.kernels")
+    assert spec is not None and spec.origin is not None
+    name = "wy_ascend._kernels_interpreted"
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        module_spec = importlib.util.spec_from_file_location(name, spec.origin)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    finally:
+        if previous is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+    return module
+
+
+@cache
+def _autotuned(kernel_name: str) -> object:
+    """The CUDA variant of an entry kernel, autotuned over warps and stages per shape."""
+    import triton
+
+    from . import kernels
+
+    configs = [triton.Config({}, num_warps=w, num_stages=s) for w in (2, 4, 8) for s in (1, 2, 3)]
+    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "TF32", "PERSISTENT"]
+    return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
+
+
+def kernel_for(backend: Backend, kernel_name: str) -> object:
+    """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend``."""
+    if backend.interpret:
+        return _interpreted_kernels().KERNELS[kernel_name]
+    if backend.autotune:
+        return _autotuned(kernel_name)
+    from . import kernels
+
+    return kernels.KERNELS[kernel_name]

@@ -1,0 +1,19 @@
+"""The project's own exceptions, for callers that need to catch them."""
+
+from __future__ import annotations
+
+
+class WyAscendError(Exception):
+    """Base class of every error raised on purpose by wy_ascend."""
+
+
+class BackendUnavailableError(WyAscendError, RuntimeError):
+    """Raised when a backend asked for by name cannot run here (missing torch_npu,
+    no CUDA device, no Triton). The message names the reason and the valid backends;
+    pick another backend or install the matching extra (``.[npu]``, ``.[cuda]``, ``.[cpu]``)."""
+
+
+class RegressionFileError(WyAscendError, ValueError):
+    """Raised when a regression file cannot be read back: malformed JSON, a missing or
+    mistyped field, or an unknown schema version. The message names the file and the
+    field; fix or regenerate the file (never edit a stored case to make it pass)."""

@@ -1,0 +1,250 @@
+"""Triton kernels for the WY representation: one source for the npu, cuda and cpu backends.
+
+Each op has one task body (``_fwd_task``, ``_bwd_task``) that handles one (chunk, value
+head) pair, and one entry kernel that maps programs to tasks in either launch shape of
+planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
+``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
+are runtime arguments listed in ``do_not_specialize``, so splitting a grid into many
+launches never compiles a new kernel.
+
+Layouts (flash-linear-attention): k [B,T,H,K], v/u [B,T,HV,V], w [B,T,HV,K],
+A [B,T,HV,BT]; beta/g/dbeta/dg are [B,T,HV] (token-major) or, with GATE_HEAD_MAJOR,
+[B,HV,T] (head-major: contiguous per-head loads, the fast layout on Ascend). Value head
+``i_h`` reads key head ``i_h // (HV // H)``. ``g`` is a chunk-local cumulative log2 gate.
+
+Guards for the triton-ascend traps (DESIGN.md section 3):
+* every address is built from int64 token indices, so offsets past 2**31 stay exact;
+* no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
+* ``tl.dot`` may clobber its left operand on Ascend: every left operand that is used
+  again is reloaded or rebuilt right before the dot;
+* no ``.to()`` on constexpr values, only constexpr ``if`` between load paths.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
+# their values (1, multiples of 16, ...) never select a new compiled kernel.
+RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
+
+
+@triton.jit
+def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV: tl.constexpr,
+                IS_VARLEN: tl.constexpr):
+    """Locate task (i_t, i_bh): batch i_b, value head i_h, first token row0 (int64, a
+    row of the flattened [B*T] token axis) and n, the number of valid rows (<= BT)."""
+    i_b = i_bh // HV
+    i_h = i_bh % HV
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + i_t * 2).to(tl.int64)
+        i_c = tl.load(chunk_indices + i_t * 2 + 1).to(tl.int64)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+    else:
+        i_c = i_t.to(tl.int64)
+        bos = i_b.to(tl.int64) * T
+        eos = bos + T
+    row0 = bos + i_c * BT
+    n = tl.minimum(eos - row0, BT)
+    return i_b, i_h, row0, n
+
+
+@triton.jit
+def _gate_offsets(i_b, i_h, tok, T, HV: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr):
+    """Element offsets of tokens ``tok`` (int64 rows of [B*T]) for head i_h in a
+    [B,T,HV] (token-major) or [B,HV,T] (head-major) per-token tensor."""
+    if GATE_HEAD_MAJOR:
+        b_start = i_b.to(tl.int64) * T
+        return (b_start * HV + i_h * T) + (tok - b_start)
+    return tok * HV + i_h
+
+
+@triton.jit
+def _fwd_task(
+    i_t, i_bh,
+    k, v, beta, g, A, w, u,
+    cu_seqlens, chunk_indices, T,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, TF32: tl.constexpr,
+):
+    """w = A @ (k * beta * exp2(g)), u = A @ (v * beta) for one chunk and value head."""
+    i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
+    o_t = tl.arange(0, BT)
+    m_t = o_t < n
+    tok = row0 + o_t
+    p_A = A + (tok[:, None] * HV + i_h) * BT + o_t[None, :]
+    m_A = m_t[:, None] & m_t[None, :]
+    o_gate = _gate_offsets(i_b, i_h, tok, T, HV, GATE_HEAD_MAJOR)
+    b_beta = tl.load(beta + o_gate, mask=m_t, other=0.0).to(tl.float32)
+    b_kscale = b_beta
+    if USE_G:
+        b_kscale = b_beta * tl.exp2(tl.load(g + o_gate, mask=m_t, other=0.0).to(tl.float32))
+
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = m_t[:, None] & (o_v[None, :] < V)
+        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]
+        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)
+        b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
+        b_u = tl.dot(b_A, b_v * b_beta[:, None], allow_tf32=TF32)
+        tl.store(u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
+
+    i_hk = i_h // (HV // H)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k[None, :] < K)
+        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
+        b_w = tl.dot(b_A, b_k * b_kscale[:, None], allow_tf32=TF32)
+        tl.store(w + (tok[:, None] * HV + i_h) * K + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
+
+
+@triton.jit
+def _bwd_task(
+    i_t, i_bh,
+    k, v, beta, g, A, dw, du, dk, dv, dbeta, dg,
+    cu_seqlens, chunk_indices, T,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, TF32: tl.constexpr,
+):
+    """Gradients of one chunk and value head, with A = M^-1 a function of (k, beta, g).
+
+    Direct terms: d(k*beta*eg) = A^T dw, d(v*beta) = A^T du, dA = dw (k*beta*eg)^T + du (v*beta)^T.
+    Through A: dM = -A^T dA A^T on the strict lower triangle, dL = dM * exp2(g_i - g_j),
+    dk += (dL*beta_i + (dL*beta_i)^T) @ k, dbeta_i += sum_j dL_ij k_i.k_j and
+    dg_i += rowsum(Q) - colsum(Q) with Q = dL * beta_i * k_i.k_j. dg omits the ln 2 of
+    d exp2(x)/dx (the seed's convention). dk is written per value head ([B,T,HV,K]).
+    """
+    i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
+    o_t = tl.arange(0, BT)
+    m_t = o_t < n
+    tok = row0 + o_t
+    # A^T read directly through transposed addresses: b_At[i, j] = A[j, i].
+    p_At = A + (tok[None, :] * HV + i_h) * BT + o_t[:, None]
+    m_A = m_t[:, None] & m_t[None, :]
+    o_gate = _gate_offsets(i_b, i_h, tok, T, HV, GATE_HEAD_MAJOR)
+    b_beta = tl.load(beta + o_gate, mask=m_t, other=0.0).to(tl.float32)
+    b_kscale = b_beta
+    if USE_G:
+        b_g = tl.load(g + o_gate, mask=m_t, other=0.0).to(tl.float32)
+        b_eg = tl.exp2(b_g)
+        b_kscale = b_beta * b_eg
+        b_dg = tl.zeros([BT], dtype=tl.float32)
+    b_db = tl.zeros([BT], dtype=tl.float32)
+    b_dA = tl.zeros([BT, BT], dtype=tl.float32)
+    b_kk = tl.zeros([BT, BT], dtype=tl.float32)
+
+    i_hk = i_h // (HV // H)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k[None, :] < K)
+        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_dw = tl.load(dw + (tok[:, None] * HV + i_h) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_kb = b_k * b_kscale[:, None]
+        b_dA += tl.dot(b_dw, tl.trans(b_kb), allow_tf32=TF32)
+        b_kk += tl.dot(b_k, tl.trans(b_k), allow_tf32=TF32)
+        b_At = tl.load(p_At, mask=m_A, other=0.0).to(tl.float32)
+        b_dkb = tl.dot(b_At, b_dw, allow_tf32=TF32)
+        if USE_G:
+            b_db += tl.sum(b_dkb * b_k, 1) * b_eg
+            b_dg += tl.sum(b_dkb * b_kb, 1)
+        else:
+            b_db += tl.sum(b_dkb * b_k, 1)
+
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = m_t[:, None] & (o_v[None, :] < V)
+        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]
+        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)
+        b_du = tl.load(du + o_x, mask=m_v, other=0.0).to(tl.float32)
+        b_dA += tl.dot(b_du, tl.trans(b_v * b_beta[:, None]), allow_tf32=TF32)
+        b_At = tl.load(p_At, mask=m_A, other=0.0).to(tl.float32)
+        b_dvb = tl.dot(b_At, b_du, allow_tf32=TF32)
+        b_db += tl.sum(b_dvb * b_v, 1)
+        tl.store(dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
+
+    m_L = (o_t[:, None] > o_t[None, :]) & m_A
+    b_dA = tl.where(m_L, b_dA, 0.0)
+    b_dA = tl.dot(b_dA, tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), allow_tf32=TF32)
+    b_dM = tl.dot(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dA, allow_tf32=TF32)
+    b_dL = tl.where(m_L, -b_dM, 0.0)
+    if USE_G:
+        b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
+    b_P = b_dL * b_kk
+    b_db += tl.sum(b_P, 1)
+    if USE_G:
+        b_Q = b_P * b_beta[:, None]
+        b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
+    b_dLb = b_dL * b_beta[:, None]
+
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k[None, :] < K)
+        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        o_x = (tok[:, None] * HV + i_h) * K + o_k[None, :]
+        b_dw = tl.load(dw + o_x, mask=m_k, other=0.0).to(tl.float32)
+        b_dkb = tl.dot(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, allow_tf32=TF32)
+        b_S = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: dot may clobber its left operand
+        b_dk = b_dkb * b_kscale[:, None] + tl.dot(b_S, b_k, allow_tf32=TF32)
+        tl.store(dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
+
+    tl.store(dbeta + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
+    if USE_G:
+        tl.store(dg + o_gate, b_dg.to(dg.dtype.element_ty), mask=m_t)
+
+
+@triton.jit(do_not_specialize=RUNTIME_ARGS)
+def wy_fwd_kernel(
+    # tensors: inputs, outputs, varlen index (None when fixed-length)
+    k, v, beta, g, A, w, u, cu_seqlens, chunk_indices,
+    # runtime: padded length, launch offsets and sizes (never constexpr: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
+    # problem shape and tiles (compile-time)
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    # feature flags: gate present, varlen, beta/g layout, TF32 dots, launch shape
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
+    TF32: tl.constexpr, PERSISTENT: tl.constexpr,
+):
+    """Forward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
+    if PERSISTENT:
+        for f in tl.range(tl.program_id(0), num_tasks, num_programs):
+            _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
+                      k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+    else:
+        _fwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
+                  k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+
+
+@triton.jit(do_not_specialize=RUNTIME_ARGS)
+def wy_bwd_kernel(
+    # tensors: inputs, incoming grads, outputs (dk per value head), varlen index
+    k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices,
+    # runtime: padded length, launch offsets and sizes (never constexpr: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
+    # problem shape and tiles (compile-time)
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    # feature flags: gate present, varlen, beta/g layout, TF32 dots, launch shape
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
+    TF32: tl.constexpr, PERSISTENT: tl.constexpr,
+):
+    """Backward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
+    if PERSISTENT:
+        for f in tl.range(tl.program_id(0), num_tasks, num_programs):
+            _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
+                      k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+    else:
+        _bwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
+                  k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+
+
+KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

@@ -1,0 +1,139 @@
+"""Public ops: validate, describe the problem, pick the backend, plan, launch, return.
+
+Argument names, layouts and return conventions follow the seed and flash-linear-attention
+(``fla.ops.gated_delta_rule.wy_fast``), so a caller can switch by changing an import.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .backends import Backend, LaunchConfig, current_config, kernel_for, resolve_backend
+from .layout import prepare_chunk_indices
+from .planning import LaunchPlan, plan
+from .validation import Problem, validate
+
+
+def _new(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, poison: bool) -> torch.Tensor:
+    if poison:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _gate_layout(x: torch.Tensor | None, head_major: bool) -> torch.Tensor | None:
+    """[B,T,HV] -> [B,HV,T] contiguous when the backend wants head-major beta/g."""
+    if x is None:
+        return None
+    return x.transpose(1, 2).contiguous() if head_major else x.contiguous()
+
+
+def _from_gate_layout(x: torch.Tensor, head_major: bool) -> torch.Tensor:
+    return x.transpose(1, 2).contiguous() if head_major else x
+
+
+class _Call:
+    """What every launch of one op call shares: problem, backend, plan, common kwargs."""
+
+    def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig | None,
+                 cu_seqlens: torch.Tensor | None, chunk_indices: torch.Tensor | None) -> None:
+        self.problem = problem
+        self.backend: Backend = resolve_backend(backend_name, problem.device)
+        self.config = current_config(config)
+        spec = self.backend.spec(problem.device, self.config)
+        self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=problem.BH, BT=problem.BT, K=problem.K,
+                                     V=problem.V, spec=spec)
+        self.kernel = kernel_for(self.backend, kernel)
+        # Head-major beta/g only pays off with several value heads (with HV == 1 both
+        # layouts are the same contiguous vector).
+        self.head_major = self.backend.gate_head_major and problem.HV > 1
+        if problem.varlen and chunk_indices is None:
+            chunk_indices = prepare_chunk_indices(cu_seqlens, problem.BT)  # type: ignore[arg-type]
+        self.varlen_args = dict(
+            cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
+            chunk_indices=chunk_indices.to(torch.int64).contiguous() if chunk_indices is not None else None,
+        )
+
+    def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return _new(shape, dtype, self.problem.device, self.config.poison_outputs)
+
+    def launch(self, **tensors: torch.Tensor | None) -> None:
+        """Run every launch of the plan; offsets and sizes are runtime arguments."""
+        p = self.problem
+        persistent = self.plan.mode == "persistent"
+        for launch in self.plan.launches:
+            self.kernel[launch.grid](  # type: ignore[index]
+                **tensors, **self.varlen_args,
+                T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
+                num_tasks=launch.tasks, num_programs=launch.grid[0],
+                H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
+                USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
+                TF32=self.backend.use_tf32(p.dtype), PERSISTENT=persistent,
+            )
+
+
+def recompute_w_u_fwd(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    A: torch.Tensor,
+    g: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    chunk_indices: torch.Tensor | None = None,
+    *,
+    backend: str | None = None,
+    config: LaunchConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """w = A @ (k * beta * exp2(g)) and u = A @ (v * beta) per chunk and value head.
+
+    k [B,T,H,K], v [B,T,HV,V], beta/g [B,T,HV], A [B,T,HV,BT] -> w [B,T,HV,K], u [B,T,HV,V]
+    in k's dtype. ``cu_seqlens`` packs sequences into B == 1; ``chunk_indices`` may be
+    passed precomputed (it is checked against ``cu_seqlens``).
+    """
+    p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices)
+    call = _Call("fwd", p, backend, config, cu_seqlens, chunk_indices)
+    w = call.new((p.B, p.T, p.HV, p.K), p.dtype)
+    u = call.new((p.B, p.T, p.HV, p.V), p.dtype)
+    call.launch(
+        k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, call.head_major), g=_gate_layout(g, call.head_major),
+        A=A.contiguous(), w=w, u=u,
+    )
+    return w, u
+
+
+def prepare_wy_repr_bwd(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    A: torch.Tensor,
+    dw: torch.Tensor,
+    du: torch.Tensor,
+    g: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    chunk_indices: torch.Tensor | None = None,
+    *,
+    backend: str | None = None,
+    config: LaunchConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Gradients (dk, dv, dbeta, dg) of the forward with A = M^-1 a function of (k, beta, g).
+
+    dk [B,T,H,K] is summed over the value heads of each key head; dg is None without g
+    and omits the ln 2 of d exp2(x)/dx (the seed's and fla's convention).
+    """
+    p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices, dw=dw, du=du)
+    call = _Call("bwd", p, backend, config, cu_seqlens, chunk_indices)
+    grouped = p.HV != p.H
+    # With grouped heads each value head writes its own dk slice in fp32, summed below.
+    dk_hv = call.new((p.B, p.T, p.HV, p.K), torch.float32 if grouped else p.dtype)
+    dv = call.new((p.B, p.T, p.HV, p.V), p.dtype)
+    gate_shape = (p.B, p.HV, p.T) if call.head_major else (p.B, p.T, p.HV)
+    dbeta = call.new(gate_shape, beta.dtype)
+    dg = call.new(gate_shape, g.dtype) if g is not None else None
+    call.launch(
+        k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, call.head_major), g=_gate_layout(g, call.head_major),
+        A=A.contiguous(), dw=dw.contiguous(), du=du.contiguous(), dk=dk_hv, dv=dv, dbeta=dbeta, dg=dg,
+    )
+    dk = dk_hv.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3).to(p.dtype) if grouped else dk_hv
+    dbeta = _from_gate_layout(dbeta, call.head_major)
+    if dg is not None:
+        dg = _from_gate_layout(dg, call.head_major)
+    return dk, dv, dbeta, dg

@@ -1,0 +1,176 @@
+"""Input validation: every rule raises a ValueError/TypeError naming the argument, its
+value and what is allowed, before any kernel launches. The result is a ``Problem``,
+the shape of the work that planning and the backends consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .layout import prepare_chunk_indices
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+SUPPORTED_BT = (16, 32, 64, 128)
+# K and V are tiled in powers of two with masks, so any size works; the cap keeps the
+# tiles planned for one chunk within what the kernels hold on chip (the UB model and
+# the CUDA register budget were sized for dims up to 256).
+MAX_DIM = 256
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The shape of one op call: sizes, chunking, flags and dtype."""
+
+    B: int
+    T: int
+    H: int
+    HV: int
+    K: int
+    V: int
+    BT: int
+    NT: int
+    varlen: bool
+    use_g: bool
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def BH(self) -> int:
+        return self.B * self.HV
+
+
+def _tensor(name: str, x: object) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def _ndim(name: str, x: torch.Tensor, ndim: int, layout: str) -> None:
+    if x.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D {layout}, got shape {tuple(x.shape)}")
+
+
+def _shape(name: str, x: torch.Tensor, expected: tuple[int, ...], layout: str) -> None:
+    if tuple(x.shape) != expected:
+        raise ValueError(f"{name} must have shape {layout} = {expected}, got {tuple(x.shape)}")
+
+
+def _float_dtype(name: str, x: torch.Tensor) -> None:
+    if x.dtype not in SUPPORTED_DTYPES:
+        allowed = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise TypeError(f"{name} must have dtype in ({allowed}), got {x.dtype}")
+
+
+def _same_dtype(name: str, x: torch.Tensor, ref: torch.dtype) -> None:
+    if x.dtype != ref:
+        raise TypeError(f"{name} must have the dtype of k ({ref}), got {x.dtype}")
+
+
+def _dim(name: str, value: int) -> None:
+    if not 1 <= value <= MAX_DIM:
+        raise ValueError(f"{name} must be in [1, {MAX_DIM}], got {value}")
+
+
+def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
+    cu = _tensor("cu_seqlens", cu_seqlens)
+    if cu.ndim != 1:
+        raise ValueError(f"cu_seqlens must be 1-D [N+1], got shape {tuple(cu.shape)}")
+    if cu.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must have an integer dtype (torch.int32 or torch.int64), got {cu.dtype}")
+    if cu.numel() < 2:
+        raise ValueError(f"cu_seqlens must hold at least 2 entries [0, ..., T], got {cu.numel()}")
+    if B != 1:
+        raise ValueError(f"with cu_seqlens the batch must be packed into B == 1, got B={B}")
+    host = cu.tolist()
+    if host[0] != 0:
+        raise ValueError(f"cu_seqlens must start at 0, got cu_seqlens[0]={host[0]}")
+    for i in range(1, len(host)):
+        if host[i] < host[i - 1]:
+            raise ValueError(
+                f"cu_seqlens must be non-decreasing, got cu_seqlens[{i - 1}]={host[i - 1]} > cu_seqlens[{i}]={host[i]}"
+            )
+    if host[-1] != T:
+        raise ValueError(f"cu_seqlens must end at T={T}, got cu_seqlens[-1]={host[-1]}")
+    return cu
+
+
+def _check_chunk_indices(chunk_indices: object, cu: torch.Tensor, BT: int) -> int:
+    expected = prepare_chunk_indices(cu, BT)
+    ci = _tensor("chunk_indices", chunk_indices)
+    if ci.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"chunk_indices must have an integer dtype, got {ci.dtype}")
+    if tuple(ci.shape) != tuple(expected.shape) or not torch.equal(ci.to(torch.int64).cpu(), expected.cpu()):
+        raise ValueError(
+            f"chunk_indices must equal prepare_chunk_indices(cu_seqlens, {BT}) "
+            f"(shape {tuple(expected.shape)}), got a tensor of shape {tuple(ci.shape)} with other entries"
+        )
+    return int(expected.shape[0])
+
+
+def validate(
+    k: object,
+    v: object,
+    beta: object,
+    A: object,
+    g: object = None,
+    cu_seqlens: object = None,
+    chunk_indices: object = None,
+    dw: object = None,
+    du: object = None,
+) -> Problem:
+    """Check the inputs of either op (dw/du for the backward) and describe the problem."""
+    k, v, beta, A = (_tensor(n, x) for n, x in (("k", k), ("v", v), ("beta", beta), ("A", A)))
+    _ndim("k", k, 4, "[B, T, H, K]")
+    _ndim("v", v, 4, "[B, T, HV, V]")
+    _ndim("beta", beta, 3, "[B, T, HV]")
+    _ndim("A", A, 4, "[B, T, HV, BT]")
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    BT = A.shape[3]
+    if tuple(v.shape[:2]) != (B, T):
+        raise ValueError(f"v must share k's [B, T] = {(B, T)}, got {tuple(v.shape[:2])}")
+    if H < 1 or HV % H != 0:
+        raise ValueError(f"the value heads HV={HV} (v.shape[2]) must be a positive multiple of the key heads H={H}")
+    _dim("K (k.shape[3])", K)
+    _dim("V (v.shape[3])", V)
+    if BT not in SUPPORTED_BT:
+        raise ValueError(f"the chunk size BT = A.shape[-1] must be one of {SUPPORTED_BT}, got {BT}")
+    _shape("beta", beta, (B, T, HV), "[B, T, HV]")
+    _shape("A", A, (B, T, HV, BT), "[B, T, HV, BT]")
+    _float_dtype("k", k)
+    for name, x in (("v", v), ("A", A)):
+        _same_dtype(name, x, k.dtype)
+    _float_dtype("beta", beta)
+    tensors = {"k": k, "v": v, "beta": beta, "A": A}
+    if g is not None:
+        g = _tensor("g", g)
+        _shape("g", g, (B, T, HV), "[B, T, HV]")
+        _float_dtype("g", g)
+        tensors["g"] = g
+    if (dw is None) != (du is None):
+        raise ValueError("dw and du must be given together")
+    if dw is not None:
+        dw, du = _tensor("dw", dw), _tensor("du", du)
+        _shape("dw", dw, (B, T, HV, K), "[B, T, HV, K]")
+        _shape("du", du, (B, T, HV, V), "[B, T, HV, V]")
+        _same_dtype("dw", dw, k.dtype)
+        _same_dtype("du", du, k.dtype)
+        tensors.update(dw=dw, du=du)
+    if cu_seqlens is not None:
+        tensors["cu_seqlens"] = _check_cu_seqlens(cu_seqlens, B, T)
+    elif chunk_indices is not None:
+        raise ValueError("chunk_indices was given without cu_seqlens; it only describes varlen batches")
+    for name, x in tensors.items():
+        if x.device != k.device:
+            raise ValueError(f"{name} must be on k's device {k.device}, got {x.device}")
+    if cu_seqlens is not None:
+        if chunk_indices is not None:
+            NT = _check_chunk_indices(chunk_indices, tensors["cu_seqlens"], BT)
+            if chunk_indices.device != k.device:  # type: ignore[union-attr]
+                raise ValueError(f"chunk_indices must be on k's device {k.device}, got {chunk_indices.device}")  # type: ignore[union-attr]
+        else:
+            NT = int(prepare_chunk_indices(tensors["cu_seqlens"], BT).shape[0])
+    else:
+        NT = -(-T // BT)
+    return Problem(B, T, H, HV, K, V, BT, NT, cu_seqlens is not None, g is not None, k.dtype, k.device)
