@@ -1,0 +1,187 @@
+"""The case: a small, serializable description of one kernel invocation.
+
+A case names the layout (fixed ``B x T`` or ``cu_seqlens``), the heads and dims, the
+chunk size, dtype, gate flag, the input distribution and its seed, the launch knobs and
+the backend. ``build_inputs`` rebuilds the tensors deterministically from those fields
+alone (generated in float64 on the CPU from a seeded generator, then cast and moved),
+so a case written to ``regressions/`` reproduces its failure anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from ..backends import LaunchConfig
+from ..reference import build_A
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Input distributions. "realistic" is what a trained model feeds the op; the others are
+# adversarial but inside the contract.
+DISTRIBUTIONS = (
+    "realistic",  # L2-normalized keys, beta in (0, 1), chunk-local cumulative log2 gates in [-1, 0) per step
+    "beta_extremes",  # beta exactly 0 or 1
+    "repeated_keys",  # every chunk reuses at most 2 distinct keys (rank-deficient k k^T, large |A|)
+    "long_gates",  # gate steps down to -8 per token: exp2 spans up to hundreds of binary decades per chunk
+    "zeros",  # k, v, beta and the incoming gradients zero on random tokens
+)
+
+LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks")
+
+
+class Inputs(NamedTuple):
+    """The tensors of one case, on its device, in its dtype."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    beta: torch.Tensor
+    A: torch.Tensor
+    g: torch.Tensor | None
+    dw: torch.Tensor
+    du: torch.Tensor
+    cu_seqlens: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel invocation. With ``cu_seqlens`` the batch is packed (B == 1, T = last entry)."""
+
+    B: int = 1
+    T: int = 16
+    H: int = 1
+    HV: int = 1
+    K: int = 16
+    V: int = 16
+    BT: int = 16
+    cu_seqlens: tuple[int, ...] | None = None
+    dtype: str = "float32"
+    use_g: bool = False
+    dist: str = "realistic"
+    seed: int = 0
+    knobs: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
+    # bad_input only: the name of the corruption applied to valid inputs (properties.CORRUPTIONS).
+    corruption: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.cu_seqlens is not None:
+            object.__setattr__(self, "cu_seqlens", tuple(int(x) for x in self.cu_seqlens))
+            object.__setattr__(self, "B", 1)
+            object.__setattr__(self, "T", self.cu_seqlens[-1])
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.dist not in DISTRIBUTIONS:
+            raise ValueError(f"dist must be one of {DISTRIBUTIONS}, got {self.dist!r}")
+        unknown = set(self.knobs) - set(LAUNCH_KNOBS)
+        if unknown:
+            raise ValueError(f"knobs must be among {LAUNCH_KNOBS}, got {sorted(unknown)}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def seq_lens(self) -> list[int]:
+        if self.cu_seqlens is None:
+            return [self.T] * self.B
+        return [b - a for a, b in zip(self.cu_seqlens[:-1], self.cu_seqlens[1:])]
+
+    def config(self, **extra: Any) -> LaunchConfig:
+        """The case's launch knobs, with NaN-poisoned outputs (an unwritten element cannot pass)."""
+        return LaunchConfig(poison_outputs=True, **{**self.knobs, **extra})
+
+    def replace(self, **changes: Any) -> Case:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["cu_seqlens"] = list(self.cu_seqlens) if self.cu_seqlens is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Case:
+        """Inverse of ``to_dict``; unknown or mistyped fields raise ValueError/TypeError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown case fields {sorted(unknown)}; known: {sorted(names)}")
+        for name in ("B", "T", "H", "HV", "K", "V", "BT", "seed"):
+            if name in d and (not isinstance(d[name], int) or isinstance(d[name], bool)):
+                raise TypeError(f"case field {name!r} must be an int, got {d[name]!r}")
+        if "knobs" in d and not isinstance(d["knobs"], dict):
+            raise TypeError(f"case field 'knobs' must be an object, got {d['knobs']!r}")
+        cu = d.get("cu_seqlens")
+        if cu is not None and not (isinstance(cu, list) and all(isinstance(x, int) for x in cu)):
+            raise TypeError(f"case field 'cu_seqlens' must be a list of ints or null, got {cu!r}")
+        return cls(**{**d, "cu_seqlens": tuple(cu) if cu is not None else None})
+
+    def chunk_bounds(self) -> list[tuple[int, int, int]]:
+        """(batch, first token, end token) of every chunk, in the flattened [B*T] token axis."""
+        out = []
+        starts = [(b, b * self.T, self.T) for b in range(self.B)] if self.cu_seqlens is None else [
+            (0, a, b - a) for a, b in zip(self.cu_seqlens[:-1], self.cu_seqlens[1:])
+        ]
+        for b, bos, n in starts:
+            out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
+        return out
+
+    def build_inputs(self, device: torch.device | str = "cpu") -> Inputs:
+        """The case's tensors, deterministic in the case's fields (float64 generation on the CPU)."""
+        gen = torch.Generator().manual_seed(self.seed)
+        B, T, H, HV, K, V = self.B, self.T, self.H, self.HV, self.K, self.V
+        f64 = torch.float64
+
+        def randn(*shape: int) -> torch.Tensor:
+            return torch.randn(*shape, generator=gen, dtype=f64)
+
+        def rand(*shape: int) -> torch.Tensor:
+            return torch.rand(*shape, generator=gen, dtype=f64)
+
+        k = randn(B, T, H, K)
+        v = randn(B, T, HV, V)
+        beta = torch.sigmoid(randn(B, T, HV))
+        steps = torch.log2(torch.sigmoid(randn(B, T, HV) + 2.0))  # log2 of a forget gate, in (-inf, 0)
+        dw, du = randn(B, T, HV, K), randn(B, T, HV, V)
+        if self.dist == "beta_extremes":
+            beta = (rand(B, T, HV) < 0.5).to(f64)
+        elif self.dist == "repeated_keys":
+            k = k.view(B * T, H, K)
+            for _, s, e in self.chunk_bounds():
+                pick = torch.randint(0, 2, (e - s,), generator=gen)
+                k[s:e] = k[s:e][pick.clamp(max=e - s - 1)]
+            k = k.view(B, T, H, K)
+        elif self.dist == "long_gates":
+            steps = -8.0 * rand(B, T, HV)
+        elif self.dist == "zeros":
+            for x in (k, v, dw, du):
+                x.masked_fill_((rand(*x.shape[:2]) < 0.3).view(*x.shape[:2], *[1] * (x.ndim - 2)), 0.0)
+            beta.masked_fill_(rand(B, T, HV) < 0.3, 0.0)
+        k = torch.nn.functional.normalize(k, dim=-1) if self.dist != "zeros" else k / math.sqrt(K)
+        g = None
+        if self.use_g:
+            g = torch.zeros_like(steps).view(B * T, HV)
+            flat = steps.view(B * T, HV)
+            for _, s, e in self.chunk_bounds():
+                g[s:e] = torch.cumsum(flat[s:e], 0)
+            g = g.view(B, T, HV)
+        dt = self.torch_dtype
+        cu = torch.tensor(self.cu_seqlens, dtype=torch.int64) if self.cu_seqlens is not None else None
+        # A is built from the inputs as the op will see them (rounded to dt), so it is the
+        # exact M^-1 of those inputs up to A's own rounding.
+        rk, rb = k.to(dt).to(f64), beta.to(dt).to(f64)
+        rg = g.to(dt).to(f64) if g is not None else None
+        A = build_A(rk, rb, rg, cu, chunk_size=self.BT, dtype=f64)
+        dev = torch.device(device)
+        cast = [x.to(dtype=dt, device=dev) for x in (k, v, beta, A)]
+        return Inputs(
+            *cast,
+            g.to(dtype=dt, device=dev) if g is not None else None,
+            dw.to(dtype=dt, device=dev),
+            du.to(dtype=dt, device=dev),
+            cu.to(dev) if cu is not None else None,
+        )

@@ -1,0 +1,364 @@
+"""Properties the fuzz suite checks on a case; each returns metrics or raises PropertyFailure.
+
+Tolerances (relative RMS error, ||out - ref|| / ||ref||, against the float64 oracle
+evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
+
+* float32: 1e-5. The kernels compute in fp32 (TF32 off for fp32 I/O): each output is a
+  chain of at most three dots of <= 256 terms (unit roundoff 6e-8, so ~1e-6 worst-case
+  growth per chain), measured 1e-7 to 4e-7 on realistic inputs; DESIGN.md measured 1e-5
+  on strongly gated adversarial inputs, hence the bound.
+* bfloat16 / float16: the irreducible error is the rounding of each output to the
+  dtype. ``err <= 4 * max(round_err, u / 4)`` where ``round_err`` is the relative RMS
+  error of the exact result rounded to the dtype and ``u`` the unit roundoff (2**-8,
+  2**-11): fp32 arithmetic inside adds orders of magnitude less, TF32 dots (cuda, bf16
+  only) round operands at 2**-11, four times finer than bf16 output, so 4x leaves room
+  for both plus accumulation; ``u / 4`` keeps the bound meaningful when the exact result
+  happens to be nearly representable.
+
+Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch)
+must not change a single bit; knobs that change tile widths (ub_bytes, tile_cap) change
+summation order and are checked against the oracle only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import reference
+from ..backends import BACKENDS, resolve_backend
+from ..layout import prepare_chunk_indices
+from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
+from ..planning import UnsupportedProblemError, plan, program_tasks
+from ..validation import SUPPORTED_BT
+from .case import Case, Inputs
+
+Metrics = dict[str, Any]
+
+FP32_RTOL = 1e-5
+UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
+LOW_PRECISION_FACTOR = 4.0
+# Knobs that re-partition the same work without changing any arithmetic.
+PARTITION_KNOBS = ("max_blocks", "num_cores", "mode", "max_tasks")
+DEVICE_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
+FWD_NAMES = ("w", "u")
+BWD_NAMES = ("dk", "dv", "dbeta", "dg")
+
+
+class PropertyFailure(AssertionError):
+    """A property does not hold for a case; ``metrics`` holds the measured errors."""
+
+    def __init__(self, message: str, metrics: Metrics | None = None) -> None:
+        super().__init__(message)
+        self.metrics = metrics or {}
+
+
+def backend_name(case: Case) -> str:
+    return case.backend or "cpu"
+
+
+def device_of(case: Case) -> torch.device:
+    return torch.device(DEVICE_OF[backend_name(case)])
+
+
+def supported(case: Case) -> bool:
+    """Whether the case's backend can plan it (e.g. BT fits the UB model it was given)."""
+    if case.BT not in SUPPORTED_BT:
+        return False
+    try:
+        spec = BACKENDS[backend_name(case)].spec(torch.device("cpu"), case.config(num_cores=1))
+        for kernel in ("fwd", "bwd"):
+            plan(kernel, NT=1, BH=1, BT=case.BT, K=case.K, V=case.V, spec=spec)
+    except UnsupportedProblemError:
+        return False
+    return True
+
+
+def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64; 0 when both are zero, inf on any NaN."""
+    out, ref = out.detach().to(torch.float64).cpu(), ref.detach().to(torch.float64).cpu()
+    if not torch.isfinite(out).all():
+        return math.inf
+    diff = torch.linalg.vector_norm(out - ref).item()
+    scale = torch.linalg.vector_norm(ref).item()
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
+def tolerance(dtype: str, ref: torch.Tensor) -> float:
+    """The bound on rel_rms for an output of ``dtype`` whose exact value is ``ref``."""
+    if dtype == "float32":
+        return FP32_RTOL
+    round_err = rel_rms(ref.to(getattr(torch, dtype)), ref)
+    return LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 4)
+
+
+def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
+    """Forward and backward of the case on its backend; outputs by name."""
+    kw = dict(backend=backend_name(case), config=case.config(**knob_overrides))
+    k, v, beta, A, g, dw, du, cu = inputs
+    w, u = recompute_w_u_fwd(k, v, beta, A, g, cu, **kw)
+    dk, dv, dbeta, dg = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, **kw)
+    return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+
+
+def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:
+    """The float64 oracle on exactly the kernel's inputs (given A), by output name."""
+    k, v, beta, A, g, dw, du, cu = (x.cpu().to(torch.float64) if x is not None and x.is_floating_point()
+                                    else (x.cpu() if x is not None else None) for x in inputs)
+    w, u = reference.wy_fwd(k, v, beta, A, g, cu)
+    dk, dv, dbeta, dg = reference.wy_bwd_given_A(k, v, beta, A, dw, du, g, cu)
+    return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+
+
+def check_oracle(case: Case) -> Metrics:
+    """Forward and backward outputs match the float64 oracle within ``tolerance``."""
+    inputs = case.build_inputs(device_of(case))
+    got = run_ops(case, inputs)
+    ref = oracle_outputs(inputs)
+    metrics: Metrics = {}
+    failures = []
+    for name, r in ref.items():
+        if r is None:
+            continue
+        out = got[name]
+        assert out is not None
+        err, tol = rel_rms(out, r), tolerance(case.dtype, r)
+        metrics[name] = {"rel_rms": err, "tol": tol}
+        if not err <= tol:
+            failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
+    if failures:
+        raise PropertyFailure("kernel differs from the float64 oracle: " + "; ".join(failures), metrics)
+    return metrics
+
+
+def _bitwise(label: str, a: dict[str, torch.Tensor | None], b: dict[str, torch.Tensor | None],
+             names: tuple[str, ...]) -> Metrics:
+    metrics: Metrics = {}
+    failures = []
+    for name in names:
+        x, y = a[name], b[name]
+        if x is None and y is None:
+            continue
+        assert x is not None and y is not None
+        same = x.shape == y.shape and torch.equal(x.cpu(), y.cpu())
+        mismatches = int((x.cpu() != y.cpu()).sum()) if x.shape == y.shape else -1
+        metrics[name] = {"mismatched_elements": mismatches, "rel_rms": rel_rms(x, y) if x.shape == y.shape else None}
+        if not same:
+            failures.append(f"{name}: {mismatches} elements differ")
+    if failures:
+        raise PropertyFailure(f"{label}: " + "; ".join(failures), metrics)
+    return metrics
+
+
+def check_launch_invariance(case: Case) -> Metrics:
+    """The case's partition knobs give bit-identical results to the backend's defaults."""
+    inputs = case.build_inputs(device_of(case))
+    got = run_ops(case, inputs)
+    defaults = {knob: None for knob in PARTITION_KNOBS}
+    base_case = case.replace(knobs={k: v for k, v in case.knobs.items() if k not in PARTITION_KNOBS})
+    base = run_ops(base_case, inputs, **defaults)
+    return _bitwise("results change with the launch knobs", got, base, FWD_NAMES + BWD_NAMES)
+
+
+def _slice_tokens(inputs: Inputs, a: int, b: int) -> Inputs:
+    k, v, beta, A, g, dw, du, _ = inputs
+    s = slice(a, b)
+    cu = torch.tensor([0, b - a], dtype=torch.int64, device=k.device)
+    return Inputs(k[:, s], v[:, s], beta[:, s], A[:, s], g[:, s] if g is not None else None, dw[:, s], du[:, s], cu)
+
+
+def check_varlen_split(case: Case) -> Metrics:
+    """A packed varlen batch equals its sequences run alone, bit for bit."""
+    if case.cu_seqlens is None:
+        raise PropertyFailure("varlen_split needs a case with cu_seqlens")
+    inputs = case.build_inputs(device_of(case))
+    packed = run_ops(case, inputs)
+    metrics: Metrics = {}
+    for i, (a, b) in enumerate(zip(case.cu_seqlens[:-1], case.cu_seqlens[1:])):
+        if a == b:
+            continue
+        alone = run_ops(case, _slice_tokens(inputs, a, b))
+        part = {n: (x[:, a:b] if x is not None else None) for n, x in packed.items()}
+        metrics[f"seq{i}"] = _bitwise(f"sequence {i} (tokens {a}:{b}) differs when run alone", part, alone,
+                                      FWD_NAMES + BWD_NAMES)
+    return metrics
+
+
+def check_grouped_heads(case: Case) -> Metrics:
+    """HV/H grouped heads equal the same problem with every key head repeated HV/H times.
+
+    w, u, dv, dbeta, dg must match bit for bit; dk (summed over each group) must equal
+    the expanded problem's per-head dk summed in fp32: bitwise in float32, and within the
+    rounding of G low-precision terms (2u sqrt(G)) otherwise, since the expanded run
+    rounds each head's dk to the dtype before the sum.
+    """
+    G = case.HV // case.H
+    inputs = case.build_inputs(device_of(case))
+    grouped = run_ops(case, inputs)
+    expanded_case = case.replace(H=case.HV)
+    expanded = run_ops(expanded_case, inputs._replace(k=inputs.k.repeat_interleave(G, dim=2)))
+    metrics = _bitwise("grouped heads differ from repeated keys", grouped, expanded, ("w", "u", "dv", "dbeta", "dg"))
+    B, T = case.B, case.T
+    dk_sum = expanded["dk"].float().view(B, T, case.H, G, case.K).sum(3)  # type: ignore[union-attr]
+    dk = grouped["dk"]
+    assert dk is not None
+    err = rel_rms(dk.float(), dk_sum)
+    tol = 0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)
+    metrics["dk"] = {"rel_rms": err, "tol": tol}
+    if not err <= tol:
+        raise PropertyFailure(f"grouped dk differs from the summed expanded dk: rel_rms {err:.3e} > {tol:.3e}", metrics)
+    return metrics
+
+
+def check_plan_coverage(case: Case) -> Metrics:
+    """Every plan of the case covers each (chunk, head) task exactly once within the limits."""
+    backend = BACKENDS[backend_name(case)]
+    spec = backend.spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
+    NT = len(case.chunk_bounds())
+    BH = case.B * case.HV
+    metrics: Metrics = {}
+    for kernel in ("fwd", "bwd"):
+        p = plan(kernel, NT=NT, BH=BH, BT=case.BT, K=case.K, V=case.V, spec=spec)
+        seen: dict[tuple[int, int], int] = {}
+        for launch in p.launches:
+            if spec.max_blocks is not None and launch.blocks > spec.max_blocks:
+                raise PropertyFailure(f"{kernel}: a launch has {launch.blocks} blocks > max_blocks {spec.max_blocks}")
+            if any(d < 1 for d in launch.grid):
+                raise PropertyFailure(f"{kernel}: launch grid {launch.grid} has an empty axis")
+            if p.mode == "grid":
+                if launch.grid[0] > spec.max_grid[0] or launch.grid[1] > spec.max_grid[1]:
+                    raise PropertyFailure(f"{kernel}: grid {launch.grid} exceeds the per-axis limit {spec.max_grid}")
+                programs = [(x, y) for x in range(launch.grid[0]) for y in range(launch.grid[1])]
+            else:
+                if launch.tasks > spec.max_tasks:
+                    raise PropertyFailure(f"{kernel}: a launch has {launch.tasks} tasks > max_tasks {spec.max_tasks}")
+                programs = [(p_,) for p_ in range(launch.grid[0])]
+            for prog in programs:
+                for task in program_tasks(launch, p.mode, prog):
+                    seen[task] = seen.get(task, 0) + 1
+        expected = {(t, bh) for t in range(NT) for bh in range(BH)}
+        missing = expected - set(seen)
+        extra = set(seen) - expected
+        twice = [t for t, n in seen.items() if n > 1]
+        if missing or extra or twice:
+            raise PropertyFailure(
+                f"{kernel}: plan covers tasks wrongly: {len(missing)} missing (e.g. {sorted(missing)[:3]}), "
+                f"{len(extra)} outside the grid (e.g. {sorted(extra)[:3]}), {len(twice)} run twice (e.g. {twice[:3]})"
+            )
+        metrics[kernel] = {"launches": p.num_launches, "tasks": NT * BH, "BK": p.BK, "BV": p.BV}
+    return metrics
+
+
+Corruption = Callable[[Inputs], tuple[dict[str, Any], type[Exception], str]]
+
+
+def _kw(inputs: Inputs, **changes: Any) -> dict[str, Any]:
+    d = dict(inputs._asdict())
+    d.update(changes)
+    return d
+
+
+CORRUPTIONS: dict[str, Corruption] = {
+    "k_not_tensor": lambda x: (_kw(x, k=x.k.tolist()), TypeError, "k must be a torch.Tensor"),
+    "k_3d": lambda x: (_kw(x, k=x.k[0]), ValueError, "k must be 4-D"),
+    "v_wrong_T": lambda x: (_kw(x, v=x.v[:, :-1]), ValueError, "v must share"),
+    "hv_not_multiple": lambda x: (_kw(x, k=x.k.repeat(1, 1, x.v.shape[2] + 1, 1), v=x.v), ValueError, "multiple"),
+    "bt_not_power_of_2": lambda x: (_kw(x, A=torch.cat([x.A, x.A[..., :8]], -1)), ValueError, "BT"),
+    "beta_wrong_shape": lambda x: (_kw(x, beta=x.beta[..., None]), ValueError, "beta"),
+    "g_wrong_shape": lambda x: (_kw(x, g=x.beta[:, :, :1].expand(-1, -1, 2).contiguous()
+                                    if x.beta.shape[2] == 1 else x.beta[:, :, :1]), ValueError, "g must have shape"),
+    "A_wrong_dtype": lambda x: (_kw(x, A=x.A.to(torch.float64)), TypeError, "A must have the dtype"),
+    "k_int_dtype": lambda x: (_kw(x, k=x.k.to(torch.int32)), TypeError, "k must have dtype"),
+    "dw_wrong_shape": lambda x: (_kw(x, dw=x.dw[..., :-1]), ValueError, "dw must have shape"),
+    "cu_not_starting_at_0": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(0, 1))), ValueError,
+                                       "cu_seqlens must start at 0"),
+    "cu_decreasing": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.insert(1, c[-1] + 1))), ValueError,
+                                "cu_seqlens must be non-decreasing"),
+    "cu_not_ending_at_T": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(-1, c[-1] + 1))), ValueError,
+                                     "cu_seqlens must end at T"),
+    "cu_float": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x).float()), TypeError, "cu_seqlens must have"),
+    "cu_2d": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x)[None]), ValueError,
+                        "cu_seqlens must be 1-D"),
+    "cu_with_batch_2": lambda x: (_kw(x, k=torch.cat([x.k, x.k]), v=torch.cat([x.v, x.v]),
+                                      beta=torch.cat([x.beta, x.beta]), A=torch.cat([x.A, x.A]),
+                                      g=torch.cat([x.g, x.g]) if x.g is not None else None,
+                                      dw=torch.cat([x.dw, x.dw]), du=torch.cat([x.du, x.du]),
+                                      cu_seqlens=_cu_tensor(x)),
+                                  ValueError, "B == 1"),
+    "chunk_indices_wrong": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x), chunk_indices=torch.cat([
+        prepare_chunk_indices(_cu_tensor(x), x.A.shape[-1]),
+        torch.tensor([[0, 10**6]], device=x.k.device)])), ValueError, "chunk_indices must equal"),
+    "beta_other_device": lambda x: (_kw(x, beta=x.beta.to("meta" if x.k.device.type == "cpu" else "cpu")),
+                                    ValueError, "beta must be on k's device"),
+    "chunk_indices_without_cu": lambda x: (_kw(x, cu_seqlens=None, chunk_indices=torch.zeros(1, 2, dtype=torch.int64)),
+                                           ValueError, "chunk_indices was given without cu_seqlens"),
+}
+
+
+# Corruptions of arguments only the backward takes.
+BACKWARD_ONLY = frozenset({"dw_wrong_shape"})
+
+
+def _cu(inputs: Inputs, edit: Callable[[list[int]], None]) -> list[int]:
+    """The case's cu_seqlens (or [0, T] for a fixed batch of one) as a list, edited in place."""
+    c = inputs.cu_seqlens.tolist() if inputs.cu_seqlens is not None else [0, int(inputs.k.shape[1])]
+    edit(c)
+    return c
+
+
+def _cu_tensor(inputs: Inputs, edit: Callable[[list[int]], None] = lambda c: None) -> torch.Tensor:
+    return torch.tensor(_cu(inputs, edit), device=inputs.k.device)
+
+
+def check_bad_input(case: Case) -> Metrics:
+    """A corrupted input raises the expected TypeError/ValueError naming the argument,
+    from both ops, before any kernel runs; never another exception or a result."""
+    if case.corruption not in CORRUPTIONS:
+        raise PropertyFailure(f"bad_input needs corruption in {sorted(CORRUPTIONS)}, got {case.corruption!r}")
+    inputs = case.build_inputs(device_of(case))
+    kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs)
+    kw = dict(backend=backend_name(case), config=case.config())
+    calls = {
+        "recompute_w_u_fwd": lambda: recompute_w_u_fwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
+                                                       kwargs["g"], kwargs["cu_seqlens"],
+                                                       kwargs.get("chunk_indices"), **kw),
+        "prepare_wy_repr_bwd": lambda: prepare_wy_repr_bwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
+                                                           kwargs["dw"], kwargs["du"], kwargs["g"],
+                                                           kwargs["cu_seqlens"], kwargs.get("chunk_indices"), **kw),
+    }
+    if case.corruption in BACKWARD_ONLY:
+        del calls["recompute_w_u_fwd"]
+    metrics: Metrics = {}
+    for name, call in calls.items():
+        try:
+            call()
+        except exc_type as e:
+            if fragment not in str(e):
+                raise PropertyFailure(f"{name}: {exc_type.__name__} without {fragment!r}: {e}") from e
+            metrics[name] = str(e)
+            continue
+        except Exception as e:  # noqa: BLE001 - any other exception is the failure being checked
+            raise PropertyFailure(f"{name}: expected {exc_type.__name__}, got {type(e).__name__}: {e}") from e
+        raise PropertyFailure(f"{name}: corruption {case.corruption!r} was accepted (expected {exc_type.__name__})")
+    return metrics
+
+
+PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
+    "oracle": check_oracle,
+    "launch_invariance": check_launch_invariance,
+    "varlen_split": check_varlen_split,
+    "grouped_heads": check_grouped_heads,
+    "plan_coverage": check_plan_coverage,
+    "bad_input": check_bad_input,
+}
+
+
+def run_property(name: str, case: Case) -> Metrics:
+    """Run property ``name`` on ``case`` (raises PropertyFailure when it does not hold)."""
+    if name not in PROPERTIES:
+        raise ValueError(f"property must be one of {sorted(PROPERTIES)}, got {name!r}")
+    resolve_backend(backend_name(case), device_of(case))
+    return PROPERTIES[name](case)
