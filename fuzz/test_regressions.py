@@ -1,0 +1,48 @@
+"""Replay every stored regression file (``nox -s regress``).
+
+One pytest item per file, named after it; the case runs on the run's backend
+(``--backend``, else ``$WY_ASCEND_BACKEND``, else cpu), which overrides the backend
+recorded in the file. ``test_store_files_parse`` always runs, so an empty store is a
+passing run (not pytest's "no tests collected") and a malformed file is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from wy_ascend.backends import BACKEND_ENV
+from wy_ascend.errors import RegressionFileError
+from wy_ascend.testing.store import STORE_ENV, iter_store, load, replay
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = Path(os.environ.get(STORE_ENV) or ROOT / "regressions")
+FILES = iter_store(STORE)
+
+
+def run_backend(config: pytest.Config) -> str:
+    """``--backend`` (defined in fuzz/conftest.py), else $WY_ASCEND_BACKEND, else cpu."""
+    try:
+        value = config.getoption("--backend")
+    except ValueError:  # the option is not registered (conftest not loaded)
+        value = None
+    return value or os.environ.get(BACKEND_ENV) or "cpu"
+
+
+def test_store_files_parse() -> None:
+    """Every file in the store reads back (valid JSON, known schema, property and case)."""
+    errors = []
+    for path in FILES:
+        try:
+            load(path)
+        except RegressionFileError as e:
+            errors.append(str(e))
+    assert not errors, "malformed regression files:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_replay(path: Path, request: pytest.FixtureRequest) -> None:
+    """The stored case no longer fails its property."""
+    replay(load(path), backend=run_backend(request.config))

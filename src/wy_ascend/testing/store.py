@@ -1,0 +1,294 @@
+"""The regression store: failing cases as readable JSON files in ``regressions/``, and replay.
+
+A file is named ``<property>-<hash>.json`` where the hash covers only the property and the
+case, so the same failure found twice (by two runs, or two xdist workers) is one file.
+Files are written atomically (a temp file in the same directory, then a hard link that
+fails if the name exists), are never overwritten, and are read back by ``load`` with a
+``RegressionFileError`` naming the file and the field for anything malformed.
+Hypothesis's own example database is a cache; this store is the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import tempfile
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..backends import BACKEND_ENV, BACKENDS
+from ..errors import RegressionFileError
+from .case import Case
+from .properties import PROPERTIES, Metrics, PropertyFailure, run_property
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+STORE_ENV = "WY_ASCEND_REGRESSIONS"
+HASH_CHARS = 12  # 48 bits of sha256: collisions are out of reach for any realistic store
+MAX_TRACEBACK_CHARS = 4000
+
+
+def regressions_dir() -> Path:
+    """The store: ``$WY_ASCEND_REGRESSIONS`` if set, else ``./regressions``."""
+    return Path(os.environ.get(STORE_ENV) or "regressions")
+
+
+def case_hash(property_name: str, case: Case) -> str:
+    """Short sha256 of the canonical JSON of (property, case): the file's identity."""
+    canonical = json.dumps({"property": property_name, "case": case.to_dict()}, sort_keys=True,
+                           separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
+
+
+def file_name(property_name: str, case: Case) -> str:
+    return f"{property_name}-{case_hash(property_name, case)}.json"
+
+
+def json_safe(x: Any) -> Any:
+    """``x`` as strict JSON data: non-finite floats become "inf"/"-inf"/"nan", tensors and
+    numpy values become numbers or lists, tuples lists, anything else its ``str``."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+    if isinstance(x, Mapping):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if hasattr(x, "tolist"):  # torch tensors, numpy arrays and scalars
+        return json_safe(x.tolist())
+    return str(x)
+
+
+def _version(dist: str, module: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        return str(__import__(module).__version__)
+    except Exception:  # noqa: BLE001 - a missing or broken package has no version to record
+        return None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of everything that decides whether a case fails."""
+    import torch
+
+    return {
+        "wy_ascend": _version("wy_ascend", "wy_ascend"),
+        "torch": torch.__version__,
+        "triton": _version("triton-ascend", "triton") or _version("triton", "triton"),
+        "python": platform.python_version(),
+        "hypothesis": _version("hypothesis", "hypothesis"),
+    }
+
+
+def failure_record(error: BaseException) -> dict[str, Any]:
+    """What failed: exception type, message, metrics (PropertyFailure only) and, for an
+    unexpected exception (a crash, not a property violation), where it was raised."""
+    tb = None
+    if not isinstance(error, PropertyFailure) and error.__traceback__ is not None:
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-MAX_TRACEBACK_CHARS:]
+    return {
+        "type": type(error).__name__,
+        "message": str(error),
+        "metrics": json_safe(getattr(error, "metrics", None) or {}),
+        "traceback": tb,
+    }
+
+
+def record_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Path:
+    """Write the failure of ``property_name`` on ``case`` to the store; return the file's path.
+
+    The name depends on (property, case) only. An existing file is never overwritten: its
+    path is returned as is, so concurrent writers of one failure produce one file.
+    """
+    if property_name not in PROPERTIES:
+        raise ValueError(f"property must be one of {sorted(PROPERTIES)}, got {property_name!r}")
+    directory = Path(directory) if directory is not None else regressions_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / file_name(property_name, case)
+    if path.exists():
+        return path
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "property": property_name,
+        "case": case.to_dict(),
+        "failure": failure_record(error),
+        "backend": case.backend or os.environ.get(BACKEND_ENV) or "cpu",
+        "versions": versions(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    text = dumps(json_safe(record)) + "\n"
+    _write_new(path, text)
+    return path
+
+
+def dumps(x: Any, indent: int = 0) -> str:
+    """Pretty JSON with sorted keys, two-space indents and lists of scalars kept on one line."""
+    pad = "  " * (indent + 1)
+    if isinstance(x, dict) and x:
+        items = [f"{pad}{json.dumps(k)}: {dumps(v, indent + 1)}" for k, v in sorted(x.items())]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(x, list) and any(isinstance(v, (dict, list)) for v in x):
+        return "[\n" + ",\n".join(pad + dumps(v, indent + 1) for v in x) + "\n" + "  " * indent + "]"
+    return json.dumps(x, allow_nan=False)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text`` atomically; leave an existing file untouched.
+
+    The text goes to a temp file in the same directory, then ``os.link`` publishes it
+    under its name (failing if the name exists), so no reader sees a partial file and
+    no writer replaces another's. Filesystems without hard links fall back to an
+    exclusive create (still never overwrites, but a reader may see a partial file).
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return
+        except OSError:
+            try:
+                excl = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return
+            with os.fdopen(excl, "w", encoding="utf-8") as f:
+                f.write(text)
+    finally:
+        os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class StoredCase:
+    """One regression file read back: what was checked, on what, and how it failed."""
+
+    path: Path
+    schema_version: int
+    property: str
+    case: Case
+    failure: dict[str, Any]
+    backend: str
+    versions: dict[str, Any]
+    date: str
+
+
+# Top-level fields: name -> (allowed types, description for messages).
+_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "property": ((str,), "a string"),
+    "case": ((dict,), "an object"),
+    "failure": ((dict,), "an object"),
+    "backend": ((str,), "a string"),
+    "versions": ((dict,), "an object"),
+    "date": ((str,), "a string"),
+}
+_FAILURE_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "type": ((str,), "a string"),
+    "message": ((str,), "a string"),
+    "metrics": ((dict,), "an object"),
+}
+# Case fields Case.from_dict does not type-check itself.
+_CASE_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "dtype": ((str,), "a string"),
+    "use_g": ((bool,), "true or false"),
+    "dist": ((str,), "a string"),
+    "backend": ((str, type(None)), "a string or null"),
+    "corruption": ((str, type(None)), "a string or null"),
+}
+
+
+def _bad(path: Path, field: str, problem: str) -> RegressionFileError:
+    return RegressionFileError(f"{path}: field {field!r} {problem}")
+
+
+def _check_fields(path: Path, obj: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], str]],
+                  prefix: str = "") -> None:
+    for name, (types, what) in fields.items():
+        if name not in obj:
+            raise _bad(path, prefix + name, "is missing")
+        value = obj[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise _bad(path, prefix + name, f"must be {what}, got {json.dumps(value)[:80]}")
+
+
+def load(path: Path | str) -> StoredCase:
+    """Read a regression file back; anything malformed raises RegressionFileError naming
+    the file and the field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RegressionFileError(f"{path}: cannot read the file: {e}") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RegressionFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+    if not isinstance(data, dict):
+        raise RegressionFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
+    if "schema_version" not in data:
+        raise _bad(path, "schema_version", "is missing")
+    version = data["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise _bad(path, "schema_version", f"is {json.dumps(version)[:80]}, which this wy_ascend cannot read; "
+                   f"supported versions: {list(SUPPORTED_SCHEMA_VERSIONS)}")
+    _check_fields(path, data, _FIELDS)
+    if data["property"] not in PROPERTIES:
+        raise _bad(path, "property", f"is {data['property']!r}, not a known property; known: {sorted(PROPERTIES)}")
+    if data["backend"] not in BACKENDS:
+        raise _bad(path, "backend", f"is {data['backend']!r}, not a known backend; known: {sorted(BACKENDS)}")
+    _check_fields(path, data["failure"], _FAILURE_FIELDS, "failure.")
+    case_dict = data["case"]
+    for name, (types, what) in _CASE_FIELD_TYPES.items():
+        if name in case_dict and not isinstance(case_dict[name], types):
+            raise _bad(path, f"case.{name}", f"must be {what}, got {json.dumps(case_dict[name])[:80]}")
+    try:
+        case = Case.from_dict(case_dict)
+    except (TypeError, ValueError, IndexError, KeyError) as e:
+        raise _bad(path, "case", f"is not a valid case: {e}") from e
+    return StoredCase(path, version, data["property"], case, data["failure"], data["backend"], data["versions"],
+                      data["date"])
+
+
+def iter_store(directory: Path | str | None = None) -> list[Path]:
+    """The store's regression files (``*.json``, no hidden temp files), sorted by name."""
+    directory = Path(directory) if directory is not None else regressions_dir()
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
+
+
+def replay(stored: StoredCase, backend: str | None = None) -> Metrics:
+    """Run the stored property on the stored case; ``backend`` (if given) replaces the
+    case's own. Raises PropertyFailure (or the original crash) if it still fails."""
+    case = stored.case.replace(backend=backend) if backend else stored.case
+    return run_property(stored.property, case)
+
+
+def describe_case(case: Case) -> str:
+    """A one-line summary of a case: layout, heads, dims, dtype, gate, data, knobs."""
+    layout = f"cu_seqlens={list(case.cu_seqlens)}" if case.cu_seqlens is not None else f"B={case.B} T={case.T}"
+    parts = [layout, f"H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT}", case.dtype,
+             "gate" if case.use_g else "no gate", f"dist={case.dist} seed={case.seed}"]
+    if case.knobs:
+        parts.append("knobs=" + ",".join(f"{k}={v}" for k, v in sorted(case.knobs.items())))
+    if case.corruption:
+        parts.append(f"corruption={case.corruption}")
+    if case.backend:
+        parts.append(f"backend={case.backend}")
+    return " ".join(parts)

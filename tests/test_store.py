@@ -1,0 +1,301 @@
+"""The regression store: atomic, deduplicated, never-overwriting writes; strict reads; the CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.queues
+import multiprocessing.synchronize
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from wy_ascend.cli import main
+from wy_ascend.errors import RegressionFileError
+from wy_ascend.testing import store
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.store import file_name, iter_store, load, record_failure
+
+CASE = Case(T=20, cu_seqlens=(0, 5, 20), H=1, HV=2, use_g=True, knobs={"max_tasks": 3})
+FAILURE = PropertyFailure("kernel differs from the float64 oracle: w: rel_rms inf > tol 1.000e-05",
+                          {"w": {"rel_rms": float("inf"), "tol": 1e-5}, "u": {"rel_rms": float("nan")},
+                           "dk": {"rel_rms": torch.tensor(0.5)}, "n": 3})
+
+
+def _strict_json(text: str) -> object:
+    def reject(name: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_record_writes_readable_file(tmp_path: Path) -> None:
+    path = record_failure("oracle", CASE, FAILURE, tmp_path)
+    assert path.parent == tmp_path and path.name == file_name("oracle", CASE)
+    assert path.name.startswith("oracle-") and len(path.stem) == len("oracle-") + store.HASH_CHARS
+    text = path.read_text()
+    data = _strict_json(text)
+    assert isinstance(data, dict)
+    assert list(data) == sorted(data) and "\n  " in text  # sorted keys, indented
+    assert data["schema_version"] == 1 and data["property"] == "oracle" and data["backend"] == "cpu"
+    assert data["case"] == CASE.to_dict()
+    assert data["failure"]["type"] == "PropertyFailure" and data["failure"]["message"] == str(FAILURE)
+    assert data["failure"]["metrics"] == {"w": {"rel_rms": "inf", "tol": 1e-5}, "u": {"rel_rms": "nan"},
+                                          "dk": {"rel_rms": 0.5}, "n": 3}
+    assert set(data["versions"]) == {"wy_ascend", "torch", "triton", "python", "hypothesis"}
+    assert data["date"].endswith("+00:00")
+    stored = load(path)
+    assert stored.case == CASE and stored.property == "oracle" and stored.path == path
+
+
+def test_crash_records_traceback(tmp_path: Path) -> None:
+    try:
+        raise IndexError("index 99 is out of bounds")
+    except IndexError as e:
+        path = record_failure("oracle", CASE, e, tmp_path)
+    failure = load(path).failure
+    assert failure["type"] == "IndexError" and "out of bounds" in failure["message"]
+    assert "Traceback" in failure["traceback"] and failure["metrics"] == {}
+
+
+def test_hash_covers_property_and_case_only(tmp_path: Path) -> None:
+    a = record_failure("oracle", CASE, FAILURE, tmp_path)
+    b = record_failure("oracle", CASE, PropertyFailure("another message", {"x": 1.0}), tmp_path)
+    assert a == b and iter_store(tmp_path) == [a]
+    assert "kernel differs" in load(a).failure["message"]  # the first record stays
+    c = record_failure("launch_invariance", CASE, FAILURE, tmp_path)
+    d = record_failure("oracle", CASE.replace(seed=1), FAILURE, tmp_path)
+    assert len({a, c, d}) == 3 and iter_store(tmp_path) == sorted([a, c, d])
+
+
+def test_never_overwrites(tmp_path: Path) -> None:
+    path = tmp_path / file_name("oracle", CASE)
+    path.write_text("hand-written, different content")
+    assert record_failure("oracle", CASE, FAILURE, tmp_path) == path
+    assert path.read_text() == "hand-written, different content"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left behind
+
+
+def test_atomic_publish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file appears under its name only once complete (link of a fully written temp file)."""
+    seen = []
+    real_link = os.link
+
+    def link(src: str, dst: str) -> None:
+        assert not Path(dst).exists()
+        seen.append(_strict_json(Path(src).read_text()))
+        real_link(src, dst)
+
+    monkeypatch.setattr(store.os, "link", link)
+    path = record_failure("oracle", CASE, FAILURE, tmp_path)
+    assert seen and seen[0] == _strict_json(path.read_text())
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_no_hard_links_falls_back_to_exclusive_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_link(src: str, dst: str) -> None:
+        raise PermissionError("hard links not supported")
+
+    monkeypatch.setattr(store.os, "link", no_link)
+    path = record_failure("oracle", CASE, FAILURE, tmp_path)
+    assert load(path).case == CASE
+    path.write_text("changed")
+    assert record_failure("oracle", CASE, FAILURE, tmp_path) == path and path.read_text() == "changed"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _writer(directory: str, seed: int, barrier: multiprocessing.synchronize.Barrier,
+            results: multiprocessing.queues.Queue) -> None:
+    barrier.wait()  # start together, so the writes of the shared failure race
+    out = []
+    for _ in range(5):
+        out.append(str(record_failure("oracle", CASE, FAILURE, Path(directory))))  # the same failure
+        out.append(str(record_failure("oracle", CASE.replace(seed=seed), FAILURE, Path(directory))))  # its own
+    results.put(out)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_parallel_writers(tmp_path: Path, workers: int) -> None:
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path / "store"), 100 + i, barrier, queue))
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    files = iter_store(tmp_path / "store")
+    expected = {file_name("oracle", CASE)} | {file_name("oracle", CASE.replace(seed=100 + i)) for i in range(workers)}
+    assert {p.name for p in files} == expected
+    assert {Path(p).name for r in results for p in r} == expected
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == sorted(expected)  # no temp files
+    for p in files:
+        assert load(p).failure["message"] == str(FAILURE)
+
+
+def test_iter_store(tmp_path: Path) -> None:
+    assert iter_store(tmp_path / "missing") == []
+    for name in ("b.json", "a.json", ".a.json.x.tmp", "README.md", ".hidden.json"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in iter_store(tmp_path)] == ["a.json", "b.json"]
+
+
+def test_default_directory_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(store.STORE_ENV, str(tmp_path / "env-store"))
+    path = record_failure("oracle", CASE, FAILURE)
+    assert path.parent == tmp_path / "env-store"
+    monkeypatch.delenv(store.STORE_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert store.regressions_dir() == Path("regressions")
+
+
+def _valid() -> dict:
+    return {"schema_version": 1, "property": "oracle", "case": CASE.to_dict(), "backend": "cpu",
+            "failure": {"type": "PropertyFailure", "message": "m", "metrics": {}, "traceback": None},
+            "versions": {"torch": "2"}, "date": "2025-01-01T00:00:00+00:00"}
+
+
+def _edit(**changes: object) -> dict:
+    d = _valid()
+    for key, value in changes.items():
+        target = d
+        *parents, leaf = key.split("__")
+        for p in parents:
+            target = target[p]
+        if value is KeyError:
+            del target[leaf]
+        else:
+            target[leaf] = value
+    return d
+
+
+MALFORMED = {
+    "invalid_json": ('{"schema_version": 1,', "invalid JSON at line 1"),
+    "not_an_object": (json.dumps([1, 2]), "expected a JSON object"),
+    "missing_schema_version": (_edit(schema_version=KeyError), "'schema_version' is missing"),
+    "unknown_schema_version": (_edit(schema_version=2), "'schema_version' is 2, which this wy_ascend cannot read; "
+                               "supported versions: [1]"),
+    "schema_version_wrong_type": (_edit(schema_version="1"), "'schema_version' is \"1\""),
+    "schema_version_bool": (_edit(schema_version=True), "'schema_version' is true"),
+    "missing_property": (_edit(property=KeyError), "'property' is missing"),
+    "missing_case": (_edit(case=KeyError), "'case' is missing"),
+    "missing_failure": (_edit(failure=KeyError), "'failure' is missing"),
+    "missing_backend": (_edit(backend=KeyError), "'backend' is missing"),
+    "missing_versions": (_edit(versions=KeyError), "'versions' is missing"),
+    "missing_date": (_edit(date=KeyError), "'date' is missing"),
+    "property_wrong_type": (_edit(property=3), "'property' must be a string, got 3"),
+    "case_wrong_type": (_edit(case=[1]), "'case' must be an object"),
+    "date_wrong_type": (_edit(date=None), "'date' must be a string, got null"),
+    "unknown_property": (_edit(property="oracel"), "'property' is 'oracel', not a known property"),
+    "unknown_backend": (_edit(backend="tpu"), "'backend' is 'tpu', not a known backend"),
+    "failure_missing_message": (_edit(failure__message=KeyError), "'failure.message' is missing"),
+    "failure_metrics_wrong_type": (_edit(failure__metrics=[]), "'failure.metrics' must be an object"),
+    "case_int_as_string": (_edit(case__K="16"), "'case' is not a valid case: case field 'K' must be an int"),
+    "case_unknown_field": (_edit(case__KK=16), "'case' is not a valid case: unknown case fields ['KK']"),
+    "case_bad_dtype": (_edit(case__dtype="float64"), "'case' is not a valid case: dtype must be one of"),
+    "case_use_g_string": (_edit(case__use_g="yes"), "'case.use_g' must be true or false"),
+    "case_bad_knob": (_edit(case__knobs={"warps": 4}), "'case' is not a valid case: knobs must be among"),
+    "case_cu_seqlens_floats": (_edit(case__cu_seqlens=[0, 1.5]), "case field 'cu_seqlens' must be a list of ints"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_files(tmp_path: Path, kind: str) -> None:
+    content, fragment = MALFORMED[kind]
+    path = tmp_path / f"oracle-{kind}.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(RegressionFileError) as info:
+        load(path)
+    message = str(info.value)
+    assert str(path) in message and fragment in message, message
+    assert isinstance(info.value, ValueError)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(RegressionFileError, match="missing.json: cannot read"):
+        load(tmp_path / "missing.json")
+
+
+def test_valid_template_loads(tmp_path: Path) -> None:
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(_valid()))
+    assert load(path).case == CASE
+
+
+# --- CLI: plan_coverage is a real property that launches nothing, so these run in well under a second.
+
+def _stored(tmp_path: Path, prop: str, case: Case) -> Path:
+    return record_failure(prop, case, PropertyFailure("recorded failure", {"w": {"rel_rms": 1.0}}), tmp_path)
+
+
+def test_cli_replay_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _stored(tmp_path, "plan_coverage", Case(T=48, HV=2, knobs={"max_tasks": 1}))
+    assert main(["replay", str(path), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "plan_coverage" in out and "max_tasks" in out and "launches" in out
+
+
+def test_cli_replay_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # varlen_split on a fixed-length case is a genuine PropertyFailure.
+    path = _stored(tmp_path, "varlen_split", Case(T=16))
+    assert main(["replay", str(path), "--backend", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: varlen_split needs a case with cu_seqlens" in out
+
+
+def test_cli_replay_fail_shows_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(name: str, case: Case) -> dict:
+        raise PropertyFailure("planted", {"w": {"rel_rms": float("inf"), "tol": 1e-5}, "dk": {"rel_rms": 0.25}})
+
+    monkeypatch.setattr(store, "run_property", failing)
+    path = _stored(tmp_path, "oracle", Case())
+    assert main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: planted" in out
+    assert any(line.split()[:3] == ["w", "inf", "1.000e-05"] for line in out.splitlines()), out
+    assert any(line.split()[:2] == ["dk", "2.500e-01"] for line in out.splitlines()), out
+
+
+def test_cli_replay_crash_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def crashing(name: str, case: Case) -> dict:
+        raise IndexError("out of bounds")
+
+    monkeypatch.setattr(store, "run_property", crashing)
+    assert main(["replay", str(_stored(tmp_path, "oracle", Case()))]) == 1
+    assert "FAIL (crash): IndexError: out of bounds" in capsys.readouterr().out
+
+
+def test_cli_replay_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "oracle-bad.json"
+    path.write_text(json.dumps(_edit(schema_version=7)))
+    assert main(["replay", str(path), "--backend", "cpu"]) == 2
+    captured = capsys.readouterr()
+    assert "oracle-bad.json" in captured.err and "schema_version" in captured.err
+    assert "Traceback" not in captured.err + captured.out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cli_replay_unavailable_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _stored(tmp_path, "plan_coverage", Case())
+    assert main(["replay", str(path), "--backend", "cuda"]) == 2
+    assert "cannot run on backend 'cuda'" in capsys.readouterr().err
+
+
+def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _stored(tmp_path, "plan_coverage", Case(T=48, HV=2, knobs={"max_tasks": 1}))
+    b = _stored(tmp_path, "oracle", CASE)
+    assert main(["list", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted([a.name, b.name])
+    assert any("cu_seqlens=[0, 5, 20] H=1 HV=2" in line and "max_tasks=3" in line for line in lines)
+    (tmp_path / "oracle-zzz.json").write_text("[]")
+    assert main(["list", str(tmp_path)]) == 2
+    assert "oracle-zzz.json  MALFORMED" in capsys.readouterr().out
+    assert main(["list", str(tmp_path / "empty")]) == 0
