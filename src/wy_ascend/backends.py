@@ -7,7 +7,7 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         ``num_aicore`` programs, 65535-block launch limit, tiles
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
-                        autotuned warps/stages, TF32 tensor-core dots for bf16/fp16.
+                        autotuned warps/stages, TF32 tensor-core dots for bf16.
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -100,7 +100,7 @@ class Backend:
     ub_bytes: int | None
     tile_cap: int
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
-    tf32_for_low_precision: bool  # TF32 dots when the I/O dtype is bf16/fp16
+    tf32_for_low_precision: bool  # TF32 dots when the I/O dtype is bf16
     autotune: bool
     interpret: bool
 
@@ -129,7 +129,9 @@ class Backend:
         )
 
     def use_tf32(self, dtype: torch.dtype) -> bool:
-        return self.tf32_for_low_precision and dtype != torch.float32
+        """TF32 dots for bfloat16 I/O only: TF32 rounds operands at 2**-11, finer than
+        bf16's 2**-8; for float16 (2**-11 itself) it would double the error."""
+        return self.tf32_for_low_precision and dtype == torch.bfloat16
 
 
 _NPU_SHAPE = dict(
@@ -208,28 +210,31 @@ def resolve_backend(name: str | None, device: torch.device) -> Backend:
     return backend
 
 
-@cache
-def _interpreted_kernels() -> ModuleType:
-    """kernels.py loaded a second time with TRITON_INTERPRET=1, so its @triton.jit
-    functions become interpreter functions (triton reads the variable when decorating).
-    The compiled module stays usable in the same process for the device backends."""
-    spec = importlib.util.find_spec("wy_ascend.kernels")
-    assert spec is not None and spec.origin is not None
-    name = "wy_ascend._kernels_interpreted"
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        module_spec = importlib.util.spec_from_file_location(name, spec.origin)
-        assert module_spec is not None and module_spec.loader is not None
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-    finally:
-        if previous is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
-    return module
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+def _kernels(interpret: bool) -> ModuleType:
+    """kernels.py, checked to be in the mode the backend needs.
+
+    Triton decides at import time whether ``@triton.jit`` (its own standard library
+    included) builds interpreter or compiled functions, from TRITON_INTERPRET. So a
+    process runs either the cpu backend or the device backends: the first use of the cpu
+    backend sets TRITON_INTERPRET=1 if triton is not imported yet; any other mix is an
+    error that says how to start the process.
+    """
+    if interpret and "triton" not in sys.modules:
+        os.environ[INTERPRET_ENV] = "1"
+    from . import kernels
+
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if isinstance(kernels.wy_fwd_kernel, InterpretedFunction) != interpret:
+        need = "TRITON_INTERPRET=1 set before triton is first imported" if interpret else "TRITON_INTERPRET unset"
+        raise BackendUnavailableError(
+            f"backend {'cpu' if interpret else 'npu/cuda'} needs {need}; this process imported triton in the other "
+            "mode (one process runs either the interpreter or compiled kernels)"
+        )
+    return kernels
 
 
 @cache
@@ -237,19 +242,16 @@ def _autotuned(kernel_name: str) -> object:
     """The CUDA variant of an entry kernel, autotuned over warps and stages per shape."""
     import triton
 
-    from . import kernels
-
+    kernels = _kernels(interpret=False)
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w in (2, 4, 8) for s in (1, 2, 3)]
-    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "TF32", "PERSISTENT"]
+    # PERSISTENT is left out of the key: both launch shapes then run one config, so
+    # switching shape cannot change the arithmetic (results stay bit-identical).
+    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "TF32"]
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 
 def kernel_for(backend: Backend, kernel_name: str) -> object:
     """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend``."""
-    if backend.interpret:
-        return _interpreted_kernels().KERNELS[kernel_name]
     if backend.autotune:
         return _autotuned(kernel_name)
-    from . import kernels
-
-    return kernels.KERNELS[kernel_name]
+    return _kernels(backend.interpret).KERNELS[kernel_name]
