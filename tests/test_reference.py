@@ -1,0 +1,297 @@
+"""The float64 oracle (wy_ascend.reference) against an independent, naive per-chunk Python loop,
+against its own analytic backward, and against finite differences."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from wy_ascend.reference import build_A, wy_bwd, wy_bwd_given_A, wy_fwd
+
+F64 = torch.float64
+
+
+# ----------------------------------------------------------------------------- naive oracle
+
+
+def chunks_of(B: int, T: int, cu: list[int] | None, BT: int) -> list[tuple[int, int, int]]:
+    """Every chunk as (batch index, first token, valid rows n), in order."""
+    seqs = [(b, 0, T) for b in range(B)] if cu is None else [(0, cu[i], cu[i + 1]) for i in range(len(cu) - 1)]
+    return [(b, s, min(BT, eos - s)) for b, bos, eos in seqs for s in range(bos, eos, BT)]
+
+
+def naive_M(k, beta, g, b, s, n, hv, G):
+    """M = I + strict_lower(beta_i (k_i.k_j) exp2(g_i - g_j)) of one chunk and value head, entry by entry."""
+    kh = k[b, s : s + n, hv // G]
+    L = beta[b, s : s + n, hv, None] * (kh @ kh.T)
+    if g is not None:
+        gh = g[b, s : s + n, hv]
+        L = L * torch.exp2(gh[:, None] - gh[None, :])  # test gates are mild: no overflow above the diagonal
+    return torch.eye(n, dtype=F64) + torch.tril(L, -1)
+
+
+def naive_fwd(k, v, beta, g, cu, BT, A=None):
+    """(w, u, A) by a loop over chunks and value heads; A = inv(M) unless given. Differentiable."""
+    B, T, H, K = k.shape
+    HV = v.shape[2]
+    G = HV // H
+    w = torch.zeros(B, T, HV, K, dtype=F64)
+    u = torch.zeros(B, T, HV, v.shape[3], dtype=F64)
+    A_out = torch.zeros(B, T, HV, BT, dtype=F64)
+    w_rows, u_rows, A_rows = [], [], []
+    for b, s, n in chunks_of(B, T, cu, BT):
+        for hv in range(HV):
+            if A is None:
+                Ac = torch.linalg.inv(naive_M(k, beta, g, b, s, n, hv, G))
+            else:
+                Ac = A[b, s : s + n, hv, :n]
+            eg = torch.ones(n, dtype=F64) if g is None else torch.exp2(g[b, s : s + n, hv])
+            bt = beta[b, s : s + n, hv]
+            w_rows.append(((b, s, n, hv), Ac @ (k[b, s : s + n, hv // G] * (bt * eg)[:, None])))
+            u_rows.append(((b, s, n, hv), Ac @ (v[b, s : s + n, hv] * bt[:, None])))
+            A_rows.append(((b, s, n, hv), Ac))
+    for (b, s, n, hv), x in w_rows:
+        w = w.index_put((torch.tensor([b]), torch.arange(s, s + n), torch.tensor([hv])), x)
+    for (b, s, n, hv), x in u_rows:
+        u = u.index_put((torch.tensor([b]), torch.arange(s, s + n), torch.tensor([hv])), x)
+    for (b, s, n, hv), x in A_rows:
+        A_out[b, s : s + n, hv, :n] = x.detach()
+    return w, u, A_out
+
+
+def naive_bwd(k, v, beta, g, dw, du, cu, BT):
+    """Autograd through the naive forward; dg divided by ln 2 (the kernels' convention)."""
+    xs = [x.detach().to(F64).requires_grad_(True) for x in (k, v, beta)]
+    gl = None if g is None else g.detach().to(F64).requires_grad_(True)
+    w, u, _ = naive_fwd(*xs, gl, cu, BT)
+    loss = (w * dw).sum() + (u * du).sum()
+    ins = xs if gl is None else [*xs, gl]
+    if not loss.requires_grad:  # no chunk at all (T = 0)
+        return *(torch.zeros_like(x) for x in xs), (None if gl is None else torch.zeros_like(gl))
+    grads = torch.autograd.grad(loss, ins, allow_unused=True)
+    grads = [torch.zeros_like(x) if d is None else d for x, d in zip(ins, grads, strict=True)]
+    return grads[0], grads[1], grads[2], (None if gl is None else grads[3] / math.log(2))
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def make_inputs(seed, B, T, H, HV, K, V, cu=None, BT=64, gated=True):
+    """Realistic inputs: L2-normalized keys, beta in (0, 1), g a chunk-local cumsum (restarting at
+    every chunk start) of log-sigmoid values in log2 units; plus cotangents dw, du."""
+    gen = torch.Generator().manual_seed(seed)
+    k = F.normalize(torch.randn(B, T, H, K, generator=gen, dtype=F64), dim=-1)
+    v = torch.randn(B, T, HV, V, generator=gen, dtype=F64)
+    beta = torch.sigmoid(torch.randn(B, T, HV, generator=gen, dtype=F64))
+    g = None
+    if gated:
+        step = F.logsigmoid(torch.randn(B, T, HV, generator=gen, dtype=F64) + 2.0) / math.log(2)
+        g = torch.zeros_like(step)
+        for b, s, n in chunks_of(B, T, cu, BT):
+            g[b, s : s + n] = step[b, s : s + n].cumsum(0)
+    dw = torch.randn(B, T, HV, K, generator=gen, dtype=F64)
+    du = torch.randn(B, T, HV, V, generator=gen, dtype=F64)
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
+    return k, v, beta, g, dw, du, cu_t
+
+
+def close(a, b, tol):
+    """max |a - b| <= tol * max(1, max |b|)."""
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert a.dtype == F64 and b.dtype == F64
+    if b.numel() == 0:
+        return
+    scale = max(1.0, b.abs().max().item())
+    err = (a - b).abs().max().item()
+    assert err <= tol * scale, f"max abs err {err:.3e} > {tol:.1e} * {scale:.3e}"
+
+
+# (B, T, H, HV, K, V, cu_seqlens, BT): fixed and varlen layouts, with partial chunks, T < BT,
+# empty and length-1 sequences, T = 0 and HV/H = 1, 2, 3.
+LAYOUTS = [
+    pytest.param(2, 100, 2, 2, 8, 6, None, 32, id="B2-T100-BT32-G1"),
+    pytest.param(1, 64, 1, 2, 16, 8, None, 64, id="T64-BT64-G2"),
+    pytest.param(1, 5, 2, 6, 4, 3, None, 64, id="T5-BT64-G3"),
+    pytest.param(1, 130, 1, 3, 8, 5, [0, 0, 1, 40, 40, 97, 130], 16, id="varlen-empty-len1-G3"),
+    pytest.param(1, 70, 2, 4, 7, 9, [0, 1, 2, 3, 35, 70], 32, id="varlen-len1s-G2"),
+    pytest.param(1, 33, 1, 1, 5, 5, [0, 33, 33], 16, id="varlen-trailing-empty-G1"),
+    pytest.param(1, 0, 1, 2, 4, 4, None, 16, id="T0"),
+    pytest.param(1, 0, 1, 1, 4, 4, [0, 0], 16, id="T0-varlen"),
+]
+
+
+# ----------------------------------------------------------------------------- (a) naive vs vectorized
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["nogate", "gate"])
+@pytest.mark.parametrize("B,T,H,HV,K,V,cu,BT", LAYOUTS)
+def test_matches_naive_loop(B, T, H, HV, K, V, cu, BT, gated):
+    k, v, beta, g, dw, du, cu_t = make_inputs(1, B, T, H, HV, K, V, cu, BT, gated)
+    w_ref, u_ref, A_ref = naive_fwd(k, v, beta, g, cu, BT)
+
+    A = build_A(k, beta, g, cu_t, chunk_size=BT)
+    assert A.shape == (B, T, HV, BT) and A.dtype == F64
+    close(A, A_ref, 1e-12)
+
+    w, u = wy_fwd(k, v, beta, A, g, cu_t)
+    close(w, w_ref.detach(), 1e-12)
+    close(u, u_ref.detach(), 1e-12)
+
+    ref = naive_bwd(k, v, beta, g, dw, du, cu, BT)
+    for name, fn in [
+        ("wy_bwd", lambda: wy_bwd(k, v, beta, dw, du, g, cu_t, chunk_size=BT)),
+        ("wy_bwd_given_A", lambda: wy_bwd_given_A(k, v, beta, A, dw, du, g, cu_t)),
+    ]:
+        got = fn()
+        assert got[0].shape == k.shape, name
+        for x, y in zip(got[:3], ref[:3], strict=True):
+            close(x, y, 1e-12)
+        if gated:
+            close(got[3], ref[3], 1e-12)
+        else:
+            assert got[3] is None
+
+
+def test_fwd_uses_given_A():
+    """wy_fwd takes A as given: a perturbed A changes w, u exactly as the naive loop says."""
+    cu = [0, 20, 45]
+    k, v, beta, g, *_, cu_t = make_inputs(2, 1, 45, 1, 2, 8, 4, cu, 16)
+    A = build_A(k, beta, g, cu_t, chunk_size=16)
+    A = A + 1e-3 * torch.randn(A.shape, generator=torch.Generator().manual_seed(0), dtype=F64).tril()
+    for b, s, n in chunks_of(1, 45, cu, 16):
+        A[b, s : s + n, :, n:] = 0  # a partial chunk's padded columns are 0 by contract
+    w_ref, u_ref, _ = naive_fwd(k, v, beta, g, cu, 16, A=A)
+    w, u = wy_fwd(k, v, beta, A, g, cu_t)
+    close(w, w_ref, 1e-12)
+    close(u, u_ref, 1e-12)
+
+
+# ----------------------------------------------------------------------------- (b) analytic vs autograd
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["nogate", "gate"])
+@pytest.mark.parametrize(
+    "B,T,H,HV,K,V,cu,BT",
+    [
+        pytest.param(2, 200, 2, 4, 32, 16, None, 64, id="B2-T200-G2"),
+        pytest.param(1, 300, 1, 3, 64, 128, [0, 1, 1, 130, 200, 300], 64, id="varlen-G3"),
+    ],
+)
+def test_given_A_equals_autograd(B, T, H, HV, K, V, cu, BT, gated):
+    k, v, beta, g, dw, du, cu_t = make_inputs(3, B, T, H, HV, K, V, cu, BT, gated)
+    A = build_A(k, beta, g, cu_t, chunk_size=BT)
+    got = wy_bwd_given_A(k, v, beta, A, dw, du, g, cu_t)
+    ref = wy_bwd(k, v, beta, dw, du, g, cu_t, chunk_size=BT)
+    for x, y in zip(got, ref, strict=True):
+        if y is None:
+            assert x is None
+        else:
+            close(x, y, 1e-10)
+
+
+# ----------------------------------------------------------------------------- (c) finite differences
+
+
+def test_bwd_matches_finite_differences():
+    """Central differences of L = sum(w dw) + sum(u du) through the naive forward, A rebuilt from
+    (k, beta, g) at every step; dg compared under the kernels' ln 2 convention."""
+    cu, BT = [0, 1, 7], 4
+    k, v, beta, g, dw, du, cu_t = make_inputs(4, 1, 7, 1, 2, 3, 2, cu, BT)
+    dk, dv, dbeta, dg = wy_bwd(k, v, beta, dw, du, g, cu_t, chunk_size=BT)
+
+    def loss(k, v, beta, g):
+        w, u, _ = naive_fwd(k, v, beta, g, cu, BT)
+        return ((w * dw).sum() + (u * du).sum()).item()
+
+    args = [k, v, beta, g]
+    eps = 1e-6
+    for pos, got in enumerate([dk, dv, dbeta, dg * math.log(2)]):
+        fd = torch.zeros_like(args[pos])
+        for i in range(fd.numel()):
+            plus = [a.clone() for a in args]
+            minus = [a.clone() for a in args]
+            plus[pos].view(-1)[i] += eps
+            minus[pos].view(-1)[i] -= eps
+            fd.view(-1)[i] = (loss(*plus) - loss(*minus)) / (2 * eps)
+        close(got, fd, 1e-7)
+
+
+def test_gradcheck_fwd_given_A():
+    """wy_fwd is differentiable in (k, v, beta, A, g) and its autograd passes gradcheck."""
+    k, v, beta, g, _, _, cu_t = make_inputs(5, 1, 6, 1, 2, 3, 2, [0, 2, 6], 4)
+    A = build_A(k, beta, g, cu_t, chunk_size=4)
+    ins = [x.clone().requires_grad_(True) for x in (k, v, beta, A, g)]
+    assert torch.autograd.gradcheck(lambda k, v, b, A, g: wy_fwd(k, v, b, A, g, cu_t), ins)
+
+
+# ----------------------------------------------------------------------------- (d), (e) structure of A
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["nogate", "gate"])
+def test_A_structure_and_inverse(gated):
+    """Per chunk: A is unit lower triangular, its padded columns are 0, and M @ A == I."""
+    cu, BT = [0, 1, 1, 50, 77, 140], 32
+    k, v, beta, g, *_, cu_t = make_inputs(6, 1, 140, 2, 4, 16, 8, cu, BT, gated)
+    A = build_A(k, beta, g, cu_t, chunk_size=BT)
+    for b, s, n in chunks_of(1, 140, cu, BT):
+        for hv in range(4):
+            Ac = A[b, s : s + n, hv]
+            assert torch.equal(Ac[:, n:], torch.zeros(n, BT - n, dtype=F64))
+            Ac = Ac[:, :n]
+            assert torch.equal(Ac, Ac.tril())
+            assert torch.equal(Ac.diagonal(), torch.ones(n, dtype=F64))
+            M = naive_M(k, beta, g, b, s, n, hv, 2)
+            close(M @ Ac, torch.eye(n, dtype=F64), 1e-12)
+
+
+# ----------------------------------------------------------------------------- dtypes, edges, errors
+
+
+def test_dtypes():
+    """Inputs of any float dtype are computed in float64; build_A casts to k.dtype or `dtype`."""
+    k, v, beta, g, dw, du, _ = make_inputs(7, 1, 40, 1, 2, 8, 8, BT=16)
+    k32, v32, b32, g32 = (x.float() for x in (k, v, beta, g))
+    assert build_A(k32, b32, g32, chunk_size=16).dtype == torch.float32
+    assert build_A(k32, b32, g32, chunk_size=16, dtype=torch.bfloat16).dtype == torch.bfloat16
+    A64 = build_A(k32, b32, g32, chunk_size=16, dtype=F64)
+    close(A64, build_A(k32.double(), b32.double(), g32.double(), chunk_size=16), 0)
+    w, u = wy_fwd(k32, v32, b32, A64.bfloat16(), g32)
+    assert w.dtype == u.dtype == F64
+    grads = wy_bwd(k32, v32, b32, dw.float(), du.float(), g32, chunk_size=16)
+    assert all(x.dtype == F64 for x in grads)
+
+
+def test_strong_gates_stay_finite():
+    """exp2(g_i - g_j) overflows above the diagonal for strong decay; it must not leak NaN/inf."""
+    k, v, beta, _, dw, du, _ = make_inputs(8, 1, 64, 1, 1, 4, 4, BT=64)
+    g = torch.full((1, 64, 1), -40.0, dtype=F64).cumsum(1)  # g_j - g_i up to 2520 above the diagonal
+    A = build_A(k, beta, g)
+    assert torch.isfinite(A).all()
+    assert all(torch.isfinite(x).all() for x in wy_fwd(k, v, beta, A, g))
+    assert all(torch.isfinite(x).all() for x in wy_bwd(k, v, beta, dw, du, g))
+    assert all(torch.isfinite(x).all() for x in wy_bwd_given_A(k, v, beta, A, dw, du, g))
+
+
+@pytest.mark.parametrize(
+    "cu,match",
+    [
+        ([1, 5], "start at 0"),
+        ([0, 5, 3, 10], "non-decreasing"),
+        ([0, 11], "at most at T"),
+    ],
+)
+def test_bad_cu_seqlens(cu, match):
+    k, _, beta, *_ = make_inputs(9, 1, 10, 1, 1, 4, 4, gated=False)
+    with pytest.raises(ValueError, match=match):
+        build_A(k, beta, cu_seqlens=torch.tensor(cu))
+
+
+def test_bad_shapes():
+    k, _, beta, *_ = make_inputs(9, 2, 10, 2, 4, 4, 4, gated=False)
+    with pytest.raises(ValueError, match="B == 1"):
+        build_A(k, beta, cu_seqlens=torch.tensor([0, 10]))
+    with pytest.raises(ValueError, match="multiple of H"):
+        build_A(k, beta[:, :, :3])
