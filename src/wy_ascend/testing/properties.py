@@ -8,12 +8,15 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
   growth per chain), measured 1e-7 to 4e-7 on realistic inputs; DESIGN.md measured 1e-5
   on strongly gated adversarial inputs, hence the bound.
 * bfloat16 / float16: the irreducible error is the rounding of each output to the
-  dtype. ``err <= 4 * max(round_err, u / 4)`` where ``round_err`` is the relative RMS
-  error of the exact result rounded to the dtype and ``u`` the unit roundoff (2**-8,
-  2**-11): fp32 arithmetic inside adds orders of magnitude less, TF32 dots (cuda, bf16
-  only) round operands at 2**-11, four times finer than bf16 output, so 4x leaves room
-  for both plus accumulation; ``u / 4`` keeps the bound meaningful when the exact result
-  happens to be nearly representable.
+  dtype. ``err <= 4 * max(round_err, u / 2)`` where ``round_err`` is the relative RMS
+  error of the exact result rounded (to nearest) to the dtype and ``u`` the unit
+  roundoff (2**-8, 2**-11): fp32 arithmetic inside adds orders of magnitude less, TF32
+  dots (cuda, bf16 only) round operands at 2**-11, four times finer than bf16 output,
+  so 4x leaves room for both plus accumulation. The floor ``u / 2`` (so a bound of at
+  least 2u, one ulp) covers tensors of a few elements whose exact values happen to be
+  nearly representable, where round_err says little: triton-ascend's interpreter
+  converts fp32 to bf16 by truncation, which is off by up to one ulp (found by the
+  fuzzer: regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off).
 
 Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch)
 must not change a single bit; knobs that change tile widths (ub_bytes, tile_cap) change
@@ -92,7 +95,7 @@ def tolerance(dtype: str, ref: torch.Tensor) -> float:
     if dtype == "float32":
         return FP32_RTOL
     round_err = rel_rms(ref.to(getattr(torch, dtype)), ref)
-    return LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 4)
+    return LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 2)
 
 
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
