@@ -10,8 +10,8 @@
 For each mutant: copy ``src/`` to a temp dir, replace one exact snippet (it must occur
 exactly once in the current source, else the catalog is stale and the run stops), and run
 ``python -m pytest fuzz/test_fuzz.py -x -q -p no:cacheprovider`` in a subprocess with the
-mutated copy first on PYTHONPATH, ``WY_ASCEND_PROFILE=ci``, a temp Hypothesis directory
-and a temp ``WY_ASCEND_REGRESSIONS``, so mutants never touch the real store or database.
+mutated copy first on PYTHONPATH, ``WY_ASCEND_PROFILE=ci``, and a temp Hypothesis database,
+``WY_ASCEND_REGRESSIONS`` and fuzz report, so mutants never touch the real store, database or report.
 A guard plugin checks inside that pytest process that every ``wy_ascend`` module came
 from the mutated copy (not the editable install); if not, the run fails loudly.
 
@@ -309,6 +309,8 @@ def run_one(mutant: Mutant | None, args: argparse.Namespace) -> Result:
             WY_ASCEND_PROFILE=args.profile,
             WY_ASCEND_REGRESSIONS=str(tmp / "regressions"),
             HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"),
+            WY_ASCEND_HYPOTHESIS_DB=str(tmp / "hypothesis" / "examples"),  # fuzz/profiles.py's database
+            WY_ASCEND_FUZZ_REPORT=str(tmp / "fuzz-report.json"),  # fuzz/conftest.py's run report
             WY_MUTANT_SRC=str(src),
             WY_MUTANT_REPORT=str(report),
         )

@@ -73,7 +73,7 @@ def _replay(args: argparse.Namespace) -> int:
     try:
         stored = load(args.file)
     except RegressionFileError as e:
-        print(f"error: malformed regression file: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     backend = args.backend or os.environ.get(BACKEND_ENV) or stored.backend
     print(f"file      {stored.path}")
