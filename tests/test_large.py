@@ -46,7 +46,7 @@ def test_millions_of_tokens_match_the_oracle_at_the_far_end(name, big_inputs):
         rw, ru = reference.wy_fwd(f64["k"], f64["v"], f64["beta"], f64["A"], f64["g"], cu1)
         rdk, rdv, rdb, rdg = reference.wy_bwd_given_A(f64["k"], f64["v"], f64["beta"], f64["A"], f64["dw"], f64["du"],
                                                       f64["g"], cu1)
-        # dg is stored in float32 (g is float32) but computed from bf16 operands (TF32 dots on
+        # dg is stored in float32 (g is float32) but computed from bf16 operands (bf16 dot operands on
         # cuda), so the op's bf16 bound applies to it like to the others.
         for out_name, ref in dict(w=rw, u=ru, dk=rdk, dv=rdv, dbeta=rdb, dg=rdg).items():
             assert rel_rms(got[out_name][:, s], ref) <= tolerance("bfloat16", ref), (out_name, i)

@@ -7,7 +7,7 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         ``num_aicore`` programs, 65535-block launch limit, tiles
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
-                        autotuned warps/stages, TF32 tensor-core dots for bf16.
+                        autotuned warps/stages, bf16 tensor-core dot operands for bf16.
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -100,20 +100,13 @@ class Backend:
     ub_bytes: int | None
     tile_cap: int
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
-    tf32_for_low_precision: bool  # TF32 dots when the I/O dtype is bf16
+    lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
     autotune: bool
     interpret: bool
 
     def num_cores(self, device: torch.device) -> int:
-        """Persistent core-grid size of ``device``."""
-        if self.name == "npu":
-            import triton.runtime.driver as driver
-
-            index = device.index if device.index is not None else torch.npu.current_device()  # type: ignore[attr-defined]
-            return int(driver.active.utils.get_device_properties(index)["num_aicore"])
-        if self.device_type == "cuda":
-            return int(torch.cuda.get_device_properties(device).multi_processor_count)
-        return CPU_INTERPRETER_CORES
+        """Persistent core-grid size of ``device`` (read once per device)."""
+        return _device_cores(self.name, self.device_type, device.index)
 
     def spec(self, device: torch.device, config: LaunchConfig) -> DeviceSpec:
         """The planner's view of this backend on ``device`` with ``config``'s overrides."""
@@ -128,10 +121,23 @@ class Backend:
             max_tasks=config.max_tasks or INT32_MAX,
         )
 
-    def use_tf32(self, dtype: torch.dtype) -> bool:
-        """TF32 dots for bfloat16 I/O only: TF32 rounds operands at 2**-11, finer than
-        bf16's 2**-8; for float16 (2**-11 itself) it would double the error."""
-        return self.tf32_for_low_precision and dtype == torch.bfloat16
+    def lowp_dot(self, dtype: torch.dtype) -> bool:
+        """bf16 dot operands for bfloat16 I/O only (float16 keeps exact fp32 dots: its
+        range is too narrow for the unscaled intermediates of the backward)."""
+        return self.lowp_dot_for_bf16 and dtype == torch.bfloat16
+
+
+@cache
+def _device_cores(name: str, device_type: str, index: int | None) -> int:
+    """Cube cores (npu), SMs (cuda) or the interpreter's nominal count (cpu)."""
+    if name == "npu":
+        import triton.runtime.driver as driver
+
+        idx = index if index is not None else torch.npu.current_device()  # type: ignore[attr-defined]
+        return int(driver.active.utils.get_device_properties(idx)["num_aicore"])
+    if device_type == "cuda":
+        return int(torch.cuda.get_device_properties(index if index is not None else 0).multi_processor_count)
+    return CPU_INTERPRETER_CORES
 
 
 _NPU_SHAPE = dict(
@@ -141,7 +147,7 @@ _NPU_SHAPE = dict(
     ub_bytes=ASCEND_UB_BYTES,
     tile_cap=128,
     gate_head_major=True,
-    tf32_for_low_precision=False,
+    lowp_dot_for_bf16=False,
     autotune=False,
 )
 
@@ -156,7 +162,7 @@ BACKENDS: dict[str, Backend] = {
         ub_bytes=None,
         tile_cap=128,
         gate_head_major=False,
-        tf32_for_low_precision=True,
+        lowp_dot_for_bf16=True,
         autotune=True,
         interpret=False,
     ),
@@ -172,6 +178,7 @@ def _unavailable(name: str, reason: str) -> BackendUnavailableError:
     return BackendUnavailableError(f"backend {name!r} is unavailable: {reason}; valid backends: {sorted(BACKENDS)}")
 
 
+@cache
 def check_available(backend: Backend) -> None:
     """Raise BackendUnavailableError with the reason if ``backend`` cannot run here."""
     if importlib.util.find_spec("triton") is None:
@@ -253,7 +260,7 @@ def _autotuned(kernel_name: str) -> object:
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
-    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "TF32"]
+    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT"]
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 

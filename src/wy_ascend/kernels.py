@@ -12,8 +12,17 @@ A [B,T,HV,BT]; beta/g/dbeta/dg are [B,T,HV] (token-major) or, with GATE_HEAD_MAJ
 [B,HV,T] (head-major: contiguous per-head loads, the fast layout on Ascend). Value head
 ``i_h`` reads key head ``i_h // (HV // H)``. ``g`` is a chunk-local cumulative log2 gate.
 
+Addressing: each task computes int64 scalar base offsets (token row x heads x dim), so
+element offsets past 2**31 stay exact, and int32 in-tile offsets (< BT x heads x dim),
+which are cheap on every backend and keep Triton's contiguity analysis (vector loads).
+
+Dots accumulate in fp32. Their operands are fp32 with TF32 off (exact IEEE products),
+or, with LOWP_DOT (cuda backend, bfloat16 I/O only), rounded to bf16 like
+flash-linear-attention's kernels: tensor-core speed at an error below the bf16 output
+rounding (measured by emulation at <= 0.61x the test bound, properties.py).
+
 Guards for the triton-ascend traps (DESIGN.md section 3):
-* every address is built from int64 token indices, so offsets past 2**31 stay exact;
+* int64 scalar bases, int32 tile offsets (above);
 * no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
 * ``tl.dot`` may clobber its left operand on Ascend: every left operand that is used
   again is reloaded or rebuilt right before the dot;
@@ -52,13 +61,21 @@ def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV: t
 
 
 @triton.jit
-def _gate_offsets(i_b, i_h, tok, T, HV: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr):
-    """Element offsets of tokens ``tok`` (int64 rows of [B*T]) for head i_h in a
-    [B,T,HV] (token-major) or [B,HV,T] (head-major) per-token tensor."""
+def _gate_base(i_b, i_h, row0, T, HV: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr):
+    """int64 offset of token row0, head i_h in a per-token tensor: [B,HV,T] (head-major,
+    token stride 1) or [B,T,HV] (token-major, token stride HV)."""
     if GATE_HEAD_MAJOR:
         b_start = i_b.to(tl.int64) * T
-        return (b_start * HV + i_h * T) + (tok - b_start)
-    return tok * HV + i_h
+        return (b_start * HV + i_h * T) + (row0 - b_start)
+    return row0 * HV + i_h
+
+
+@triton.jit
+def _mm(a, b, LOWP_DOT: tl.constexpr):
+    """a @ b accumulated in fp32; operands exact fp32 (TF32 off) or rounded to bf16."""
+    if LOWP_DOT:
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    return tl.dot(a, b, allow_tf32=False)
 
 
 @triton.jit
@@ -68,38 +85,42 @@ def _fwd_task(
     cu_seqlens, chunk_indices, T,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, TF32: tl.constexpr,
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
 ):
     """w = A @ (k * beta * exp2(g)), u = A @ (v * beta) for one chunk and value head."""
     i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
+    i_hk = i_h // (HV // H)
     o_t = tl.arange(0, BT)
     m_t = o_t < n
-    tok = row0 + o_t
-    p_A = A + (tok[:, None] * HV + i_h) * BT + o_t[None, :]
+    p_A = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
     m_A = m_t[:, None] & m_t[None, :]
-    o_gate = _gate_offsets(i_b, i_h, tok, T, HV, GATE_HEAD_MAJOR)
-    b_beta = tl.load(beta + o_gate, mask=m_t, other=0.0).to(tl.float32)
+    o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
+    gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
+    b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
     b_kscale = b_beta
     if USE_G:
-        b_kscale = b_beta * tl.exp2(tl.load(g + o_gate, mask=m_t, other=0.0).to(tl.float32))
+        b_kscale = b_beta * tl.exp2(tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32))
 
+    p_v = v + (row0 * HV + i_h) * V
+    p_u = u + (row0 * HV + i_h) * V
     for i_v in range(tl.cdiv(V, BV)):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
-        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]
-        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)
+        o_x = o_t[:, None] * (HV * V) + o_v[None, :]
+        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)
         b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
-        b_u = tl.dot(b_A, b_v * b_beta[:, None], allow_tf32=TF32)
-        tl.store(u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
+        b_u = _mm(b_A, b_v * b_beta[:, None], LOWP_DOT)
+        tl.store(p_u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
 
-    i_hk = i_h // (HV // H)
+    p_k = k + (row0 * H + i_hk) * K
+    p_w = w + (row0 * HV + i_h) * K
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
         b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
-        b_w = tl.dot(b_A, b_k * b_kscale[:, None], allow_tf32=TF32)
-        tl.store(w + (tok[:, None] * HV + i_h) * K + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
+        b_w = _mm(b_A, b_k * b_kscale[:, None], LOWP_DOT)
+        tl.store(p_w + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
 
 
 @triton.jit
@@ -109,7 +130,7 @@ def _bwd_task(
     cu_seqlens, chunk_indices, T,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, TF32: tl.constexpr,
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
 ):
     """Gradients of one chunk and value head, with A = M^-1 a function of (k, beta, g).
 
@@ -120,17 +141,18 @@ def _bwd_task(
     d exp2(x)/dx (the seed's convention). dk is written per value head ([B,T,HV,K]).
     """
     i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
+    i_hk = i_h // (HV // H)
     o_t = tl.arange(0, BT)
     m_t = o_t < n
-    tok = row0 + o_t
     # A^T read directly through transposed addresses: b_At[i, j] = A[j, i].
-    p_At = A + (tok[None, :] * HV + i_h) * BT + o_t[:, None]
+    p_At = A + (row0 * HV + i_h) * BT + o_t[None, :] * (HV * BT) + o_t[:, None]
     m_A = m_t[:, None] & m_t[None, :]
-    o_gate = _gate_offsets(i_b, i_h, tok, T, HV, GATE_HEAD_MAJOR)
-    b_beta = tl.load(beta + o_gate, mask=m_t, other=0.0).to(tl.float32)
+    o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
+    gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
+    b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
     b_kscale = b_beta
     if USE_G:
-        b_g = tl.load(g + o_gate, mask=m_t, other=0.0).to(tl.float32)
+        b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
         b_eg = tl.exp2(b_g)
         b_kscale = b_beta * b_eg
         b_dg = tl.zeros([BT], dtype=tl.float32)
@@ -138,39 +160,42 @@ def _bwd_task(
     b_dA = tl.zeros([BT, BT], dtype=tl.float32)
     b_kk = tl.zeros([BT, BT], dtype=tl.float32)
 
-    i_hk = i_h // (HV // H)
+    p_k = k + (row0 * H + i_hk) * K
+    p_dw = dw + (row0 * HV + i_h) * K  # dw and dk (per value head) share one layout
+    p_dk = dk + (row0 * HV + i_h) * K
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
-        b_dw = tl.load(dw + (tok[:, None] * HV + i_h) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_dw = tl.load(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
         b_kb = b_k * b_kscale[:, None]
-        b_dA += tl.dot(b_dw, tl.trans(b_kb), allow_tf32=TF32)
-        b_kk += tl.dot(b_k, tl.trans(b_k), allow_tf32=TF32)
-        b_At = tl.load(p_At, mask=m_A, other=0.0).to(tl.float32)
-        b_dkb = tl.dot(b_At, b_dw, allow_tf32=TF32)
+        b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
+        b_kk += _mm(b_k, tl.trans(b_k), LOWP_DOT)
+        b_dkb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, LOWP_DOT)
         if USE_G:
             b_db += tl.sum(b_dkb * b_k, 1) * b_eg
             b_dg += tl.sum(b_dkb * b_kb, 1)
         else:
             b_db += tl.sum(b_dkb * b_k, 1)
 
+    p_v = v + (row0 * HV + i_h) * V
+    p_du = du + (row0 * HV + i_h) * V
+    p_dv = dv + (row0 * HV + i_h) * V
     for i_v in range(tl.cdiv(V, BV)):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
-        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]
-        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)
-        b_du = tl.load(du + o_x, mask=m_v, other=0.0).to(tl.float32)
-        b_dA += tl.dot(b_du, tl.trans(b_v * b_beta[:, None]), allow_tf32=TF32)
-        b_At = tl.load(p_At, mask=m_A, other=0.0).to(tl.float32)
-        b_dvb = tl.dot(b_At, b_du, allow_tf32=TF32)
+        o_x = o_t[:, None] * (HV * V) + o_v[None, :]
+        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)
+        b_du = tl.load(p_du + o_x, mask=m_v, other=0.0).to(tl.float32)
+        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
+        b_dvb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_du, LOWP_DOT)
         b_db += tl.sum(b_dvb * b_v, 1)
-        tl.store(dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
+        tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     b_dA = tl.where(m_L, b_dA, 0.0)
-    b_dA = tl.dot(b_dA, tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), allow_tf32=TF32)
-    b_dM = tl.dot(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dA, allow_tf32=TF32)
+    b_dA = _mm(b_dA, tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), LOWP_DOT)
+    b_dM = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dA, LOWP_DOT)
     b_dL = tl.where(m_L, -b_dM, 0.0)
     if USE_G:
         b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
@@ -184,17 +209,17 @@ def _bwd_task(
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
-        o_x = (tok[:, None] * HV + i_h) * K + o_k[None, :]
-        b_dw = tl.load(dw + o_x, mask=m_k, other=0.0).to(tl.float32)
-        b_dkb = tl.dot(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, allow_tf32=TF32)
+        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        o_x = o_t[:, None] * (HV * K) + o_k[None, :]
+        b_dw = tl.load(p_dw + o_x, mask=m_k, other=0.0).to(tl.float32)
+        b_dkb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, LOWP_DOT)
         b_S = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: dot may clobber its left operand
-        b_dk = b_dkb * b_kscale[:, None] + tl.dot(b_S, b_k, allow_tf32=TF32)
-        tl.store(dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
+        b_dk = b_dkb * b_kscale[:, None] + _mm(b_S, b_k, LOWP_DOT)
+        tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
 
-    tl.store(dbeta + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
+    tl.store(dbeta + gate_base + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
     if USE_G:
-        tl.store(dg + o_gate, b_dg.to(dg.dtype.element_ty), mask=m_t)
+        tl.store(dg + gate_base + o_gate, b_dg.to(dg.dtype.element_ty), mask=m_t)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
@@ -206,20 +231,20 @@ def wy_fwd_kernel(
     # problem shape and tiles (compile-time)
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    # feature flags: gate present, varlen, beta/g layout, TF32 dots, launch shape
+    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
-    TF32: tl.constexpr, PERSISTENT: tl.constexpr,
+    LOWP_DOT: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Forward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
     else:
         _fwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
@@ -231,20 +256,20 @@ def wy_bwd_kernel(
     # problem shape and tiles (compile-time)
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    # feature flags: gate present, varlen, beta/g layout, TF32 dots, launch shape
+    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
-    TF32: tl.constexpr, PERSISTENT: tl.constexpr,
+    LOWP_DOT: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Backward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
     else:
         _bwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, TF32)
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
 
 
 KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from .backends import Backend, LaunchConfig, current_config, kernel_for, resolve_backend
-from .layout import prepare_chunk_indices
 from .planning import LaunchPlan, plan
 from .validation import Problem, validate
 
@@ -35,7 +34,7 @@ class _Call:
     """What every launch of one op call shares: problem, backend, plan, common kwargs."""
 
     def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig | None,
-                 cu_seqlens: torch.Tensor | None, chunk_indices: torch.Tensor | None) -> None:
+                 cu_seqlens: torch.Tensor | None) -> None:
         self.problem = problem
         self.backend: Backend = resolve_backend(backend_name, problem.device)
         self.config = current_config(config)
@@ -46,11 +45,9 @@ class _Call:
         # Head-major beta/g only pays off with several value heads (with HV == 1 both
         # layouts are the same contiguous vector).
         self.head_major = self.backend.gate_head_major and problem.HV > 1
-        if problem.varlen and chunk_indices is None:
-            chunk_indices = prepare_chunk_indices(cu_seqlens, problem.BT)  # type: ignore[arg-type]
         self.varlen_args = dict(
             cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
-            chunk_indices=chunk_indices.to(torch.int64).contiguous() if chunk_indices is not None else None,
+            chunk_indices=problem.chunk_indices,
         )
 
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -67,7 +64,7 @@ class _Call:
                 num_tasks=launch.tasks, num_programs=launch.grid[0],
                 H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                 USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                TF32=self.backend.use_tf32(p.dtype), PERSISTENT=persistent,
+                LOWP_DOT=self.backend.lowp_dot(p.dtype), PERSISTENT=persistent,
             )
 
 
@@ -90,7 +87,7 @@ def recompute_w_u_fwd(
     passed precomputed (it is checked against ``cu_seqlens``).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices)
-    call = _Call("fwd", p, backend, config, cu_seqlens, chunk_indices)
+    call = _Call("fwd", p, backend, config, cu_seqlens)
     w = call.new((p.B, p.T, p.HV, p.K), p.dtype)
     u = call.new((p.B, p.T, p.HV, p.V), p.dtype)
     call.launch(
@@ -120,7 +117,7 @@ def prepare_wy_repr_bwd(
     and omits the ln 2 of d exp2(x)/dx (the seed's and fla's convention).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices, dw=dw, du=du)
-    call = _Call("bwd", p, backend, config, cu_seqlens, chunk_indices)
+    call = _Call("bwd", p, backend, config, cu_seqlens)
     grouped = p.HV != p.H
     # With grouped heads each value head writes its own dk slice in fp32, summed below.
     dk_hv = call.new((p.B, p.T, p.HV, p.K), torch.float32 if grouped else p.dtype)

@@ -17,6 +17,7 @@ Work is a rectangle of tasks: ``NT`` chunks (axis 0) by ``BH = B * HV`` batch-he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 LaunchMode = Literal["grid", "persistent"]
@@ -215,8 +216,10 @@ def ub_footprint(kernel: str, BT: int, tile: int) -> int:
     return (mats * BT * BT + tile_mult * BT * tile) * FP32_BYTES
 
 
+@lru_cache(maxsize=512)
 def plan(kernel: str, *, NT: int, BH: int, BT: int, K: int, V: int, spec: DeviceSpec) -> LaunchPlan:
-    """Plan ``kernel`` ("fwd" or "bwd") over NT chunks x BH batch-heads on ``spec``."""
+    """Plan ``kernel`` ("fwd" or "bwd") over NT chunks x BH batch-heads on ``spec``
+    (memoized: plans are immutable and an op is called with few distinct shapes)."""
     if kernel not in UB_MODEL:
         raise ValueError(f"kernel must be one of {sorted(UB_MODEL)}, got {kernel!r}")
     BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.tile_cap)

@@ -4,7 +4,7 @@ the shape of the work that planning and the backends consume."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -34,6 +34,9 @@ class Problem:
     use_g: bool
     dtype: torch.dtype
     device: torch.device
+    # varlen only: [NT, 2] int64 (sequence, chunk) on the device, built once from one
+    # host read of cu_seqlens (or the caller's checked chunk_indices).
+    chunk_indices: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
     @property
     def BH(self) -> int:
@@ -73,6 +76,7 @@ def _dim(name: str, value: int) -> None:
 
 
 def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
+    """Check cu_seqlens with one host read; returns it as a CPU int64 tensor."""
     cu = _tensor("cu_seqlens", cu_seqlens)
     if cu.ndim != 1:
         raise ValueError(f"cu_seqlens must be 1-D [N+1], got shape {tuple(cu.shape)}")
@@ -92,20 +96,22 @@ def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
             )
     if host[-1] != T:
         raise ValueError(f"cu_seqlens must end at T={T}, got cu_seqlens[-1]={host[-1]}")
-    return cu
+    return torch.tensor(host, dtype=torch.int64)
 
 
-def _check_chunk_indices(chunk_indices: object, cu: torch.Tensor, BT: int) -> int:
-    expected = prepare_chunk_indices(cu, BT)
+def _check_chunk_indices(chunk_indices: object, expected: torch.Tensor, BT: int, device: torch.device) -> torch.Tensor:
+    """The caller's chunk_indices, checked against the ones cu_seqlens implies (on the host)."""
     ci = _tensor("chunk_indices", chunk_indices)
     if ci.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"chunk_indices must have an integer dtype, got {ci.dtype}")
-    if tuple(ci.shape) != tuple(expected.shape) or not torch.equal(ci.to(torch.int64).cpu(), expected.cpu()):
+    if ci.device != device:
+        raise ValueError(f"chunk_indices must be on k's device {device}, got {ci.device}")
+    if tuple(ci.shape) != tuple(expected.shape) or not torch.equal(ci.to(torch.int64).cpu(), expected):
         raise ValueError(
             f"chunk_indices must equal prepare_chunk_indices(cu_seqlens, {BT}) "
             f"(shape {tuple(expected.shape)}), got a tensor of shape {tuple(ci.shape)} with other entries"
         )
-    return int(expected.shape[0])
+    return ci.to(torch.int64).contiguous()
 
 
 def validate(
@@ -158,19 +164,21 @@ def validate(
         _same_dtype("du", du, k.dtype)
         tensors.update(dw=dw, du=du)
     if cu_seqlens is not None:
-        tensors["cu_seqlens"] = _check_cu_seqlens(cu_seqlens, B, T)
+        _tensor("cu_seqlens", cu_seqlens)
+        tensors["cu_seqlens"] = cu_seqlens  # type: ignore[assignment]
     elif chunk_indices is not None:
         raise ValueError("chunk_indices was given without cu_seqlens; it only describes varlen batches")
     for name, x in tensors.items():
         if x.device != k.device:
             raise ValueError(f"{name} must be on k's device {k.device}, got {x.device}")
+    ci = None
     if cu_seqlens is not None:
+        expected = prepare_chunk_indices(_check_cu_seqlens(cu_seqlens, B, T), BT)
         if chunk_indices is not None:
-            NT = _check_chunk_indices(chunk_indices, tensors["cu_seqlens"], BT)
-            if chunk_indices.device != k.device:  # type: ignore[union-attr]
-                raise ValueError(f"chunk_indices must be on k's device {k.device}, got {chunk_indices.device}")  # type: ignore[union-attr]
+            ci = _check_chunk_indices(chunk_indices, expected, BT, k.device)
         else:
-            NT = int(prepare_chunk_indices(tensors["cu_seqlens"], BT).shape[0])
+            ci = expected.to(k.device)
+        NT = int(expected.shape[0])
     else:
         NT = -(-T // BT)
-    return Problem(B, T, H, HV, K, V, BT, NT, cu_seqlens is not None, g is not None, k.dtype, k.device)
+    return Problem(B, T, H, HV, K, V, BT, NT, cu_seqlens is not None, g is not None, k.dtype, k.device, ci)

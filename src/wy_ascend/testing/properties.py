@@ -3,16 +3,16 @@
 Tolerances (relative RMS error, ||out - ref|| / ||ref||, against the float64 oracle
 evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
 
-* float32: 1e-5. The kernels compute in fp32 (TF32 off for fp32 I/O): each output is a
+* float32: 1e-5. The kernels compute in fp32 (exact fp32 dot operands): each output is a
   chain of at most three dots of <= 256 terms (unit roundoff 6e-8, so ~1e-6 worst-case
   growth per chain), measured 1e-7 to 4e-7 on realistic inputs; DESIGN.md measured 1e-5
   on strongly gated adversarial inputs, hence the bound.
 * bfloat16 / float16: the irreducible error is the rounding of each output to the
   dtype. ``err <= 4 * max(round_err, u / 2)`` where ``round_err`` is the relative RMS
   error of the exact result rounded (to nearest) to the dtype and ``u`` the unit
-  roundoff (2**-8, 2**-11): fp32 arithmetic inside adds orders of magnitude less, TF32
-  dots (cuda, bf16 only) round operands at 2**-11, four times finer than bf16 output,
-  so 4x leaves room for both plus accumulation. The floor ``u / 2`` (so a bound of at
+  roundoff (2**-8, 2**-11): fp32 arithmetic inside adds orders of magnitude less; the
+  bf16 dot operands of the cuda backend (bf16 I/O only) add at most 0.61x the bound in
+  a float64 emulation over every input distribution, so 4x leaves room for both. The floor ``u / 2`` (so a bound of at
   least 2u, one ulp) covers tensors of a few elements whose exact values happen to be
   nearly representable, where round_err says little: triton-ascend's interpreter
   converts fp32 to bf16 by truncation, which is off by up to one ulp (found by the
