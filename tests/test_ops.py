@@ -84,7 +84,11 @@ def test_grid_covers_every_pair():
         assert len(seen) == len(AXES[a]) * len(AXES[b])
 
 
-@pytest.mark.parametrize("p", GRID, ids=lambda p: "-".join(str(v) for v in p.values()).replace(" ", ""))
+def grid_id(p: dict) -> str:
+    return "-".join(f"{n}={p[n]}" for n in AXES).replace(" ", "")
+
+
+@pytest.mark.parametrize("p", GRID, ids=grid_id)
 def test_oracle_grid(p, backend):
     """Both ops match the oracle within properties.tolerance (the bounds are justified there)."""
     check_oracle(grid_case(p, backend))

@@ -121,10 +121,12 @@ class Backend:
             max_tasks=config.max_tasks or INT32_MAX,
         )
 
-    def lowp_dot(self, dtype: torch.dtype) -> bool:
-        """bf16 dot operands for bfloat16 I/O only (float16 keeps exact fp32 dots: its
-        range is too narrow for the unscaled intermediates of the backward)."""
-        return self.lowp_dot_for_bf16 and dtype == torch.bfloat16
+    def lowp_dot(self, dtype: torch.dtype, BK: int, BV: int) -> bool:
+        """bf16 dot operands for bfloat16 I/O with tiles >= 32 wide. float16 keeps exact
+        fp32 dots (its range is too narrow for the unscaled intermediates of the
+        backward); 16-wide tiles too: on an H200 with triton 3.6, bf16 dots with a
+        16-wide operand (e.g. [64,64] @ [64,16]) returned wrong results (w off by 75%)."""
+        return self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= 32
 
 
 @cache

@@ -64,7 +64,7 @@ class _Call:
                 num_tasks=launch.tasks, num_programs=launch.grid[0],
                 H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                 USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                LOWP_DOT=self.backend.lowp_dot(p.dtype), PERSISTENT=persistent,
+                LOWP_DOT=self.backend.lowp_dot(p.dtype, self.plan.BK, self.plan.BV), PERSISTENT=persistent,
             )
 
 
