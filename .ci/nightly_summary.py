@@ -1,0 +1,142 @@
+"""Markdown summary of a nightly device run, and its verdict.
+
+Reads what the nightly steps leave behind (fuzz-report.json from the fuzz conftest,
+pytest-benchmark JSON, the regressions/ directory before and after the run) and prints a
+GitHub job summary: step outcomes, cases run per property, failures with their regression
+files, new regression files, benchmark deltas against a baseline from an earlier run.
+Exit status 1 when a step failed or a new regression file appeared (the job's verdict, since
+the test steps run with continue-on-error so that every report gets written), else 0.
+
+    python .ci/nightly_summary.py --outcome regress=success --outcome fuzz=failure \\
+        --fuzz-report fuzz-report.json --bench bench.json --baseline .bench-baseline/bench.json \\
+        --regressions-before .regressions-before.txt --copy-new-to nightly-out/new-regressions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+SLOWDOWN_PCT = 10.0  # a benchmark this much slower than its baseline is flagged (not failed: noise)
+
+
+def load_json(path: Path | None) -> Any:
+    """The parsed file, or None when it is absent or unreadable (a step that died early)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def new_regressions(directory: Path, before: Path | None) -> list[Path] | None:
+    """Regression files present now that were not listed in ``before`` (one path per line);
+    None when there is no listing (the run died before making it)."""
+    if before is None or not before.is_file():
+        return None
+    known = {Path(line.strip()).name for line in before.read_text().splitlines()}
+    return sorted(p for p in directory.glob("*.json") if p.name not in known)
+
+
+def outcomes_section(outcomes: dict[str, str]) -> list[str]:
+    lines = ["| step | outcome |", "|---|---|"]
+    lines += [f"| {step} | {'✅' if o == 'success' else '⏭️' if o == 'skipped' else '❌'} {o} |"
+              for step, o in outcomes.items()]
+    return lines
+
+
+def fuzz_section(report: Any) -> list[str]:
+    if report is None:
+        return ["No fuzz-report.json (the fuzz step did not get to write it)."]
+    lines = [f"Profile `{report.get('profile')}`, backend `{report.get('backend')}`, "
+             f"{report.get('workers') or 1} worker(s): **{report.get('total_cases', 0)} cases** in "
+             f"{report.get('elapsed_seconds', 0):.0f} s ({report.get('cases_per_second')} cases/s).", "",
+             "| property | cases | failures | seconds |", "|---|---:|---:|---:|"]
+    for name, p in sorted(report.get("properties", {}).items()):
+        lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} |")
+    failures = report.get("failures", [])
+    if failures:
+        lines += ["", f"**{len(failures)} failure(s):**", ""]
+        for f in failures:
+            where = f"`{f['regression']}`" if f.get("regression") else "(no regression file)"
+            message = (f.get("message") or "").strip().splitlines()
+            lines.append(f"- `{f.get('property')}` {where}: {message[0] if message else ''}")
+    return lines
+
+
+def bench_means(doc: Any) -> dict[str, float]:
+    """Mean seconds per benchmark (pytest-benchmark JSON), by full name."""
+    if not isinstance(doc, dict):
+        return {}
+    return {b.get("fullname") or b["name"]: float(b["stats"]["mean"]) for b in doc.get("benchmarks", [])}
+
+
+def bench_section(current: Any, baseline: Any, slowdown_pct: float) -> tuple[list[str], list[str]]:
+    """The table and the names of benchmarks slower than the baseline by more than ``slowdown_pct``."""
+    now, base = bench_means(current), bench_means(baseline)
+    if not now:
+        return ["No benchmark results."], []
+    lines = [] if base else ["No baseline from an earlier run yet: this run becomes the baseline.", ""]
+    lines += ["| benchmark | mean (ms) | baseline (ms) | change |", "|---|---:|---:|---:|"]
+    slower = []
+    for name, mean in sorted(now.items()):
+        ref = base.get(name)
+        if ref:
+            change = 100.0 * (mean - ref) / ref
+            flag = " ⚠️" if change > slowdown_pct else ""
+            if flag:
+                slower.append(name)
+            lines.append(f"| `{name}` | {mean * 1e3:.3f} | {ref * 1e3:.3f} | {change:+.1f}%{flag} |")
+        else:
+            lines.append(f"| `{name}` | {mean * 1e3:.3f} | - | new |")
+    return lines, slower
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--title", default="Nightly device run")
+    parser.add_argument("--outcome", action="append", default=[], metavar="STEP=OUTCOME",
+                        help="a step's outcome (success, failure, cancelled, skipped); repeatable")
+    parser.add_argument("--fuzz-report", type=Path)
+    parser.add_argument("--bench", type=Path)
+    parser.add_argument("--baseline", type=Path, help="bench JSON of an earlier run")
+    parser.add_argument("--regressions-dir", type=Path, default=Path("regressions"))
+    parser.add_argument("--regressions-before", type=Path, help="listing of the regression files before the run")
+    parser.add_argument("--copy-new-to", type=Path, help="copy new regression files here (for the artifact)")
+    parser.add_argument("--slowdown-pct", type=float, default=SLOWDOWN_PCT)
+    args = parser.parse_args(argv)
+
+    outcomes = dict(o.split("=", 1) for o in args.outcome)
+    failed_steps = [step for step, o in outcomes.items() if o not in ("success", "skipped")]
+    new = new_regressions(args.regressions_dir, args.regressions_before)
+    if args.copy_new_to and new:
+        args.copy_new_to.mkdir(parents=True, exist_ok=True)
+        for path in new:
+            shutil.copy2(path, args.copy_new_to / path.name)
+    bench_lines, slower = bench_section(load_json(args.bench), load_json(args.baseline), args.slowdown_pct)
+
+    ok = not failed_steps and not new
+    out = [f"## {args.title}: {'✅ passed' if ok else '❌ failed'}", ""]
+    if failed_steps:
+        out.append(f"Failed steps: {', '.join(failed_steps)}.")
+    if new:
+        out.append(f"**{len(new)} new regression file(s)** (commit each with its fix; see regressions/README.md):")
+        out += [f"- `{p}`" for p in new]
+    elif new is None:
+        out.append("New regression files: unknown (no listing of regressions/ from before the run).")
+    out += ["", "### Steps", *outcomes_section(outcomes), "", "### Fuzzing", *fuzz_section(load_json(args.fuzz_report))]
+    out += ["", "### Benchmarks", *bench_lines]
+    if slower:
+        out += ["", f"{len(slower)} benchmark(s) more than {args.slowdown_pct:.0f}% slower than the baseline (flagged, "
+                "not failed: device timings are noisy)."]
+    print("\n".join(out))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,591 @@
+"""Ascend lowering gate: lower every kernel specialization the npu backend can launch, on the CPU.
+
+Every distinct constexpr combination is a separate NPU compile, and a specialization that the
+Ascend frontend or ``triton-adapter-opt`` rejects only shows up on the first launch that draws
+it, on an NPU. This module enumerates the specializations the npu backend can launch (tiles from
+the same planner the ops use), lowers each ahead of time with triton-ascend's own compiler stages
+``ttir`` and ``ttadapter`` (no CANN needed; only the last stage, ``npubin``, needs
+``bishengir-compile``), checks each tile's modeled UB footprint against the capacity, and exits
+non-zero on any failure, naming the kernel, the specialization and the compiler's message.
+
+The enumeration (``enumerate_specs``) crosses the axes that change the lowered program's
+structure (control flow, tensor shapes and element types, which arguments exist): kernel, BT,
+USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT and the I/O dtype (LOWP_DOT is False on npu). The
+other axes only enter as integer constants of address arithmetic, masks and trip counts (K, V,
+H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they are covered
+along n specializations per structural combination instead of crossed (their full product is
+~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1 (ODD_DIMS
+plus every tile the UB model yields), specialization i has (K, V) = (d_i, d_(i + n//2) mod n),
+(H, HV) the (i mod 2)-th ratio of HEADS with that GATE_HEAD_MAJOR (HV > 1), gate dtype
+FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2]. So every K and V
+value (hence every tile BK/BV the planner picks) appears with every structural combination,
+and every head ratio, gate dtype and index dtype with every combination of the other structural
+axes. BT values whose tiles the UB model cannot fit are reported as skipped.
+
+Lowering runs in spawned worker processes (``--jobs``), which also keeps a compiler crash from
+taking the gate down. Results that lowered are cached (JSON, keyed on kernels.py, the toolchain
+and the specialization), so an unchanged tree re-checks in seconds.
+
+Usage: ``python -m wy_ascend.lowering [--ub-bytes N] [--jobs N] [--cache-dir DIR] [--no-cache]
+[--list] [--report FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import importlib
+import inspect
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from . import kernels as kernels_module
+from .backends import BACKENDS, LaunchConfig
+from .planning import UB_SAFETY_MARGIN, UnsupportedProblemError, plan, ub_tile
+
+# The target the npu backend compiles for (910B, A2); the arch only matters to npubin.
+TARGET_ARCH = "Ascend910B3"
+# Axes of the enumeration (module doc). ODD_DIMS are K/V sizes real models use plus
+# non-power-of-two ones (partial tiles); the UB model's tiles are added to them.
+BTS = (16, 32, 64, 128)
+ODD_DIMS = (16, 48, 64, 80, 128, 256)
+HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+INDEX_DTYPES = ("int32", "int64")
+TRITON_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int32": "i32", "int64": "i64"}
+# Which dtype each pointer argument of the entry kernels has (the ops' contract, ops.py):
+# "io" the I/O dtype, "gate" beta/g's, "dk" fp32 when HV > H (summed over heads later),
+# "index" cu_seqlens's, "int64" chunk_indices. g/dg are None without USE_G, the varlen
+# index None without IS_VARLEN. An argument missing here fails the gate loudly.
+ARG_DTYPES = {
+    "k": "io", "v": "io", "A": "io", "w": "io", "u": "io", "dw": "io", "du": "io", "dv": "io",
+    "dk": "dk", "beta": "gate", "dbeta": "gate", "g": "gate", "dg": "gate",
+    "cu_seqlens": "index", "chunk_indices": "int64",
+}
+OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_indices": "IS_VARLEN"}
+CACHE_VERSION = 1
+CACHE_FILES_KEPT = 10
+# The kernels lowered by default, as a reference the worker processes import.
+KERNELS_REF = "wy_ascend.kernels:KERNELS"
+MESSAGE_CHARS = 4000  # of each failure's message in the summary (--report keeps all of it)
+CHUNK = 8  # specializations per worker task: amortizes IPC, keeps results streaming
+# triton-adapter-opt 3.2.0 crashes now and then (SIGSEGV/SIGABRT in its triton-to-unstructure
+# pass) on input that lowers on a rerun: 6 of 300 runs of one fwd specialization's TTIR, 1 of
+# 150 of a bwd one. A lowering killed by a signal is retried this many times.
+CRASH_RETRIES = 2
+# One lowering takes well under a second (a few seconds on a loaded machine); past this the
+# compiler is taken as hung, killed (subprocess.run kills its child on the exception) and the
+# lowering retried like a crash.
+LOWER_TIMEOUT_S = 120
+# The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
+FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "PERSISTENT")
+CONSTEXPRS = ("H", "HV", "K", "V", "BT", "BK", "BV", *FLAGS)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One compiled specialization: every constexpr of the entry kernel plus the pointer dtypes."""
+
+    kernel: str
+    BT: int
+    K: int
+    V: int
+    BK: int
+    BV: int
+    H: int
+    HV: int
+    USE_G: bool
+    IS_VARLEN: bool
+    GATE_HEAD_MAJOR: bool
+    LOWP_DOT: bool
+    PERSISTENT: bool
+    dtype: str
+    gate_dtype: str
+    index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
+    footprint: int  # modeled UB bytes of one program (planning.ub_footprint)
+
+    @property
+    def label(self) -> str:
+        flags = " ".join(f"{f}={int(getattr(self, f))}" for f in FLAGS)
+        return (f"{self.kernel} BT={self.BT} K={self.K} V={self.V} BK={self.BK} BV={self.BV} H={self.H} HV={self.HV} "
+                f"{flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}")
+
+    def constants(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in CONSTEXPRS}
+
+    def arg_dtype(self, name: str) -> str | None:
+        """The dtype of pointer argument ``name`` (None: passed as None)."""
+        if name in OPTIONAL_ARGS and not getattr(self, OPTIONAL_ARGS[name]):
+            return None
+        if name not in ARG_DTYPES:
+            raise KeyError(f"kernel argument {name!r} has no dtype rule in wy_ascend.lowering.ARG_DTYPES")
+        role = ARG_DTYPES[name]
+        if role == "dk":
+            return "float32" if self.HV > self.H else self.dtype
+        return {"io": self.dtype, "gate": self.gate_dtype, "index": self.index_dtype}.get(role, role)
+
+    def signature(self, fn: Any) -> tuple[dict[str, str], dict[str, Any]]:
+        """Triton signature and constants of ``fn`` for this specialization, as the JIT builds
+        them at launch: runtime ints i32, None pointers ``*i8`` and constant None."""
+        known = self.constants()
+        signature: dict[str, str] = {}
+        constants: dict[str, Any] = {}
+        for p in fn.params:
+            if p.is_constexpr:
+                if p.name not in known:
+                    raise KeyError(f"constexpr {p.name!r} of {fn.__name__} has no value in wy_ascend.lowering.Spec")
+                signature[p.name] = "constexpr"
+                constants[p.name] = known[p.name]
+            elif p.name in kernels_module.RUNTIME_ARGS:
+                signature[p.name] = "i32"
+            else:
+                dtype = self.arg_dtype(p.name)
+                signature[p.name] = "*i8" if dtype is None else "*" + TRITON_TYPES[dtype]
+                if dtype is None:
+                    constants[p.name] = None
+        return signature, constants
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Specializations the UB model cannot tile (the planner refuses them before any launch)."""
+
+    kernel: str
+    BT: int
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of one specialization: status PASS, FLAKY (passed after a compiler crash), CACHED or
+    FAIL, with the failing stage and the compiler's message (for FLAKY: the crash's)."""
+
+    spec: Spec
+    status: str
+    seconds: float
+    stage: str | None = None
+    message: str = ""
+
+
+def representative_dims(ub_bytes: int) -> tuple[int, ...]:
+    """ODD_DIMS plus every tile width the UB model yields for them (each is a K/V value too)."""
+    tiles = {ub_tile(bt, d, kernel, ub_bytes, BACKENDS["npu"].tile_cap) for kernel in kernels_module.KERNELS
+             for bt in BTS for d in ODD_DIMS}
+    return tuple(sorted(set(ODD_DIMS) | (tiles - {None})))
+
+
+def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]]:
+    """Every specialization the npu backend can launch (module doc), and those the UB model skips.
+
+    ``ub_bytes`` overrides the npu backend's unified buffer size."""
+    npu = BACKENDS["npu"]
+    ub_bytes = ub_bytes or npu.ub_bytes
+    assert ub_bytes is not None  # the npu backend always has a UB
+    # Tiles come from the planner the ops call; num_cores given so no device is queried.
+    device_spec = npu.spec(torch.device("cpu"), LaunchConfig(num_cores=1, ub_bytes=ub_bytes))
+    dims = representative_dims(ub_bytes)
+    shift = len(dims) // 2
+    specs: list[Spec] = []
+    skipped: dict[tuple[str, int], list[str]] = {}
+    for kernel, bt, use_g, varlen, head_major, dtype, persistent in itertools.product(
+        kernels_module.KERNELS, BTS, (False, True), (False, True), (False, True), FLOAT_DTYPES, (True, False)
+    ):
+        # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
+        heads = [(h, hv) for h, hv in HEADS if (npu.gate_head_major and hv > 1) == head_major]
+        for i, k in enumerate(dims):
+            v = dims[(i + shift) % len(dims)]
+            h, hv = heads[i % len(heads)]
+            try:
+                p = plan(kernel, NT=1, BH=hv, BT=bt, K=k, V=v, spec=device_spec)
+            except UnsupportedProblemError as e:
+                skipped.setdefault((kernel, bt), []).append(str(e))
+                continue
+            specs.append(Spec(
+                kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
+                GATE_HEAD_MAJOR=head_major, LOWP_DOT=npu.lowp_dot(getattr(torch, dtype)), PERSISTENT=persistent,
+                dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
+                index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None, footprint=p.ub_footprint,
+            ))
+    skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]
+    return specs, skips
+
+
+# ----------------------------------------------------------------------------- lowering
+
+
+@functools.cache
+def _toolchain() -> tuple[Any, Any, Any, dict[str, Callable[..., Any]]]:
+    """(target, backend, options, stages) of triton-ascend's npu compiler, built once per process."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    target = GPUTarget("npu", TARGET_ARCH, 0)
+    backend = make_backend(target)
+    options = backend.parse_options({})
+    stages: dict[str, Callable[..., Any]] = {}
+    backend.add_stages(stages, options)
+    return target, backend, options, stages
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Raise TimeoutError in this (main) thread after ``seconds``; a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"lowering took longer than {seconds} s; the compiler was killed")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _capture_stderr() -> Iterator[Callable[[], str]]:
+    """Redirect file descriptor 2 (where MLIR prints its diagnostics) into a temp file."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lambda: (tmp.seek(0), tmp.read().decode(errors="replace"))[1]
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, subprocess.CalledProcessError):
+        out = b"".join(x for x in (e.stderr, e.output) if isinstance(x, bytes)).decode(errors="replace").strip()
+        return f"{Path(str(e.cmd[0])).name} exited with status {e.returncode}:\n{out or '(no output)'}"
+    return f"{type(e).__name__}: {e}"
+
+
+def lower(fn: Any, signature: dict[str, str], constants: dict[str, Any]) -> tuple[str | None, str, bool]:
+    """Lower ``fn`` through triton-ascend's frontend, ``ttir`` and ``ttadapter`` stages.
+
+    Returns (None, "", False) on success, else (stage, message, crashed) with the compiler's own
+    diagnostics, ``crashed`` when a compiler process was killed by a signal or timed out; never
+    raises for a compile error. Needs a process whose triton was imported without
+    TRITON_INTERPRET=1 (see _Workers)."""
+    from triton._C.libtriton import ir
+    from triton.backends.ascend.compiler import AscendAttrsDescriptor
+    from triton.compiler.compiler import ASTSource
+
+    target, backend, options, stages = _toolchain()
+    # Pointers are 16-byte aligned (torch allocations), as the JIT would specialize them.
+    hints = {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*")}
+    src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
+    # a fixed "hash": make_ttir would otherwise hash the printed module (slow, unused here)
+    metadata = {"hash": "wy_ascend.lowering", "target": target, **options.__dict__}
+    stage = "frontend"
+    with _capture_stderr() as captured:
+        try:
+            with _deadline(LOWER_TIMEOUT_S):
+                context = ir.context()
+                ir.load_dialects(context)
+                backend.load_dialects(context)
+                module = src.make_ir(options, backend.get_codegen_implementation(), backend.get_module_map(), context)
+                for stage in ("ttir", "ttadapter"):
+                    module = stages[stage](module, metadata)
+        except Exception as e:  # every compiler error is a reported failure, not a crash
+            diagnostics = captured().strip()
+            crashed = isinstance(e, TimeoutError) or (isinstance(e, subprocess.CalledProcessError) and e.returncode < 0)
+            return stage, _error_text(e) + (f"\n{diagnostics}" if diagnostics else ""), crashed
+    return None, "", False
+
+
+def resolve_kernels(ref: str) -> dict[str, Any]:
+    """The kernel dict named by ``ref`` ("module:attribute")."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def lower_spec(spec: Spec, kernels: str = KERNELS_REF) -> Result:
+    """Lower one specialization of ``resolve_kernels(kernels)[spec.kernel]``, in this process."""
+    start = time.perf_counter()
+    try:
+        fn = resolve_kernels(kernels)[spec.kernel]
+        if not hasattr(fn, "params"):
+            raise TypeError(f"{kernels}[{spec.kernel!r}] is a {type(fn).__name__}, not a JITFunction (was "
+                            "TRITON_INTERPRET=1 set when triton was imported?)")
+        signature, constants = spec.signature(fn)
+    except Exception as e:  # a kernel module that does not import or does not match the spec
+        return Result(spec, "FAIL", 0.0, "signature", f"{type(e).__name__}: {e}")
+    stage, message, crashed = lower(fn, signature, constants)
+    for _ in range(CRASH_RETRIES if crashed else 0):
+        if lower(fn, signature, constants)[0] is None:
+            return Result(spec, "FLAKY", time.perf_counter() - start, stage, message)
+    return Result(spec, "FAIL" if stage else "PASS", time.perf_counter() - start, stage, message)
+
+
+def _lower_chunk(specs: list[Spec], kernels: str) -> list[Result]:
+    return [lower_spec(s, kernels) for s in specs]
+
+
+class _Workers:
+    """A pool of ``jobs`` spawned worker processes that never see TRITON_INTERPRET.
+
+    Lowering needs a process whose triton was imported in compile mode (with TRITON_INTERPRET=1,
+    even triton.language's own helpers such as tl.zeros become interpreter functions), and the
+    cpu test suite sets it. Workers start on submit, so the variable is left out of the
+    environment around each submit. Spawned, not forked: no inherited MLIR state."""
+
+    def __init__(self, jobs: int) -> None:
+        self.pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, specs: list[Spec], kernels: str) -> Future[list[Result]]:
+        saved = os.environ.pop("TRITON_INTERPRET", None)
+        try:
+            return self.pool.submit(_lower_chunk, specs, kernels)
+        finally:
+            if saved is not None:
+                os.environ["TRITON_INTERPRET"] = saved
+
+
+def _lower_isolated(specs: list[Spec], kernels: str) -> Iterator[Result]:
+    """One spec at a time in a one-worker pool, so a compiler crash names its specialization."""
+    workers: _Workers | None = None
+    for spec in specs:
+        workers = workers or _Workers(1)
+        try:
+            yield workers.submit([spec], kernels).result()[0]
+        except BrokenProcessPool:
+            workers = None
+            yield Result(spec, "FAIL", 0.0, "crash", "the lowering process died (a compiler crash) on this spec")
+    if workers is not None:
+        workers.pool.shutdown()
+
+
+def lower_all(specs: list[Spec], jobs: int, kernels: str = KERNELS_REF) -> Iterator[Result]:
+    """Lower ``specs`` in chunks across ``jobs`` worker processes, yielding results as they finish;
+    the chunks of a pool that broke (a worker died) are retried one spec at a time."""
+    broken: list[Spec] = []
+    workers = _Workers(jobs)
+    with workers.pool:
+        chunks = [specs[i:i + CHUNK] for i in range(0, len(specs), CHUNK)]
+        pending = {workers.submit(chunk, kernels): chunk for chunk in chunks}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                chunk = pending.pop(future)
+                try:
+                    yield from future.result()
+                except BrokenProcessPool:
+                    broken.extend(chunk)
+    yield from _lower_isolated(broken, kernels)
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def _sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_salt() -> str:
+    """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
+    nothing else from the project), triton-ascend (frontend, language, passes: triton's own
+    cache key; the adapter binary) and the compile options."""
+    from triton.backends.ascend.utils import _get_triton_adapter_opt_path
+    from triton.compiler.compiler import triton_key
+
+    target, _, options, _ = _toolchain()
+    parts = [
+        str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)),
+        triton_key(), _sha256_file(_get_triton_adapter_opt_path()), str(target), options.hash(),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class ResultCache:
+    """Seconds of the specializations that lowered, by label, in ``<dir>/<salt>.json``.
+
+    Failures are never cached (they re-run, so a transient error cannot stick). Files of
+    other salts beyond the newest CACHE_FILES_KEPT are removed when saving."""
+
+    def __init__(self, directory: Path | None, salt: str) -> None:
+        self.salt = salt
+        self.path = directory / f"lowering-{salt[:32]}.json" if directory else None
+        self.passed: dict[str, float] = {}
+        if self.path and self.path.exists():
+            with contextlib.suppress(OSError, ValueError):
+                self.passed = {str(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
+
+    def get(self, spec: Spec) -> float | None:
+        return self.passed.get(spec.label)
+
+    def put(self, result: Result) -> None:
+        if result.status in ("PASS", "FLAKY"):
+            self.passed[result.spec.label] = round(result.seconds, 4)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.passed, indent=0, sort_keys=True))
+        tmp.replace(self.path)
+        old = sorted(self.path.parent.glob("lowering-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in old[CACHE_FILES_KEPT:]:
+            stale.unlink(missing_ok=True)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wy_ascend" / "lowering"
+
+
+# ----------------------------------------------------------------------------- run and report
+
+
+def run(
+    specs: list[Spec],
+    *,
+    jobs: int = 1,
+    cache: ResultCache | None = None,
+    kernels: str = KERNELS_REF,
+    out: TextIO = sys.stdout,
+) -> list[Result]:
+    """Lower ``specs`` (cache hits reported as CACHED), printing one line per specialization.
+
+    ``kernels`` names another kernel dict ("module:attribute", tests); the cache is then unused."""
+    cache = cache if kernels == KERNELS_REF else None
+    cached: list[Result] = []
+    todo: list[Spec] = []
+    for spec in specs:
+        seconds = cache.get(spec) if cache else None
+        if seconds is None:
+            todo.append(spec)
+        else:
+            cached.append(Result(spec, "CACHED", seconds))
+    results: list[Result] = []
+    width = len(str(len(specs)))
+    fresh = lower_all(todo, jobs, kernels) if todo else iter(())
+    for r in itertools.chain(cached, fresh):
+        results.append(r)
+        if cache:
+            cache.put(r)
+        print(f"[{len(results):>{width}}/{len(specs)}] {r.status:<6} {r.seconds:6.3f}s  {r.spec.label}",
+              file=out, flush=True)
+        if r.status in ("FAIL", "FLAKY"):
+            print(f"    {r.stage}: {r.message.splitlines()[0] if r.message else ''}", file=out, flush=True)
+    if cache and cache.salt == cache_salt():
+        cache.save()
+    elif cache:
+        print("kernels.py or the toolchain changed during the run: results not cached", file=out)
+    return results
+
+
+def _skip_line(s: Skip) -> str:
+    return f"skipped by the UB model: {s.kernel} BT={s.BT} ({s.count} specializations): {s.reason}"
+
+
+def summarize(results: list[Result], skips: list[Skip], ub_bytes: int, wall: float, jobs: int, out: TextIO) -> int:
+    """Print the summary (counts, UB skips, largest footprint, flaky crashes, every failure with its
+    message); return the exit code: 1 on a failed lowering or a footprint over the UB budget."""
+    budget = int(ub_bytes * UB_SAFETY_MARGIN)
+    counts = Counter(r.status for r in results)
+    per_kernel = Counter(r.spec.kernel for r in results)
+    over = [r for r in results if r.spec.footprint > budget]
+    failed = [r for r in results if r.status == "FAIL"]
+    print("\n== lowering summary ==", file=out)
+    print(f"specializations: {len(results)} ({', '.join(f'{k} {n}' for k, n in per_kernel.items())}); "
+          f"passed {counts['PASS']}, flaky {counts['FLAKY']}, cached {counts['CACHED']}, failed {counts['FAIL']}; "
+          f"{wall:.1f} s wall with {jobs} job(s)", file=out)
+    for s in skips:
+        print(_skip_line(s), file=out)
+    if results:
+        top = max(results, key=lambda r: r.spec.footprint)
+        print(f"largest UB footprint: {top.spec.footprint} B of {budget} B ({ub_bytes} B x {UB_SAFETY_MARGIN}) "
+              f"for {top.spec.label}", file=out)
+    for r in over:
+        print(f"UB OVERFLOW: {r.spec.label}: modeled footprint {r.spec.footprint} B > {budget} B", file=out)
+    for r in results:
+        if r.status == "FLAKY":
+            print(f"FLAKY (passed on retry after [{r.stage}] {r.message.splitlines()[0]}): {r.spec.label}", file=out)
+    for r in failed:
+        message = r.message if len(r.message) <= MESSAGE_CHARS else r.message[:MESSAGE_CHARS] + "\n[... cut: --report]"
+        print(f"\nFAILED [{r.stage}] {r.spec.label}\n{message}", file=out)
+    ok = not failed and not over
+    print(f"\nlowering gate: {'OK' if ok else 'FAILED'}", file=out)
+    return 0 if ok else 1
+
+
+def write_report(path: Path, results: list[Result], skips: list[Skip], ub_bytes: int) -> None:
+    """Machine-readable results (CI artifact)."""
+    doc = {
+        "ub_bytes": ub_bytes,
+        "results": [{**dataclasses.asdict(r.spec), "label": r.spec.label, "status": r.status,
+                     "seconds": r.seconds, "stage": r.stage, "message": r.message} for r in results],
+        "skipped": [dataclasses.asdict(s) for s in skips],
+    }
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wy_ascend.lowering", description=__doc__.splitlines()[0])
+    parser.add_argument("--ub-bytes", type=int, default=BACKENDS["npu"].ub_bytes,
+                        help="unified buffer bytes per core for tile sizing (default: the npu backend's)")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="worker processes")
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="cache of passed lowerings")
+    parser.add_argument("--no-cache", action="store_true", help="lower everything, read and write no cache")
+    parser.add_argument("--list", action="store_true", help="print the specializations and exit")
+    parser.add_argument("--report", type=Path, help="write every result as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.ub_bytes is None or args.ub_bytes < 1 or args.jobs < 1:
+        parser.error("--ub-bytes and --jobs must be positive")
+    specs, skips = enumerate_specs(args.ub_bytes)
+    if args.list:
+        for spec in specs:
+            print(spec.label)
+        for s in skips:
+            print(_skip_line(s))
+        print(f"{len(specs)} specializations, {sum(s.count for s in skips)} skipped by the UB model")
+        return 0
+    import triton
+
+    cache = None if args.no_cache else ResultCache(args.cache_dir, cache_salt())
+    print(f"triton-ascend {triton.__version__}, target npu {TARGET_ARCH}, ub_bytes {args.ub_bytes}, "
+          f"jobs {args.jobs}, cache {cache.path if cache else 'off'}; {len(specs)} specializations", flush=True)
+    start = time.perf_counter()
+    results = run(specs, jobs=args.jobs, cache=cache)
+    code = summarize(results, skips, args.ub_bytes, time.perf_counter() - start, args.jobs, sys.stdout)
+    if args.report:
+        write_report(args.report, results, skips, args.ub_bytes)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
