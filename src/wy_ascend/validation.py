@@ -4,6 +4,7 @@ the shape of the work that planning and the backends consume."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -99,6 +100,33 @@ def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
     return torch.tensor(host, dtype=torch.int64)
 
 
+_VARLEN_CACHE: OrderedDict[tuple[int, int, int, int], tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]] = (
+    OrderedDict()
+)
+_VARLEN_CACHE_SIZE = 8
+
+
+def _varlen_chunks(cu_seqlens: torch.Tensor, B: int, T: int, BT: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Checked chunk indices of ``cu_seqlens`` (host copy, device copy).
+
+    Reading cu_seqlens costs a device-to-host sync, so the result is remembered for the
+    last few cu_seqlens tensors (a model passes the same one to every layer). A hit needs
+    the same tensor object at the same version counter (no in-place change since), and
+    the cache holds the tensor itself so its memory cannot be reused by another one.
+    """
+    key = (id(cu_seqlens), B, T, BT)
+    hit = _VARLEN_CACHE.get(key)
+    if hit is not None and hit[0] is cu_seqlens and hit[1] == cu_seqlens._version:
+        _VARLEN_CACHE.move_to_end(key)
+        return hit[2], hit[3]
+    expected = prepare_chunk_indices(_check_cu_seqlens(cu_seqlens, B, T), BT)
+    on_device = expected.to(cu_seqlens.device)
+    _VARLEN_CACHE[key] = (cu_seqlens, cu_seqlens._version, expected, on_device)
+    if len(_VARLEN_CACHE) > _VARLEN_CACHE_SIZE:
+        _VARLEN_CACHE.popitem(last=False)
+    return expected, on_device
+
+
 def _check_chunk_indices(chunk_indices: object, expected: torch.Tensor, BT: int, device: torch.device) -> torch.Tensor:
     """The caller's chunk_indices, checked against the ones cu_seqlens implies (on the host)."""
     ci = _tensor("chunk_indices", chunk_indices)
@@ -173,11 +201,11 @@ def validate(
             raise ValueError(f"{name} must be on k's device {k.device}, got {x.device}")
     ci = None
     if cu_seqlens is not None:
-        expected = prepare_chunk_indices(_check_cu_seqlens(cu_seqlens, B, T), BT)
+        expected, on_device = _varlen_chunks(cu_seqlens, B, T, BT)  # type: ignore[arg-type]
         if chunk_indices is not None:
             ci = _check_chunk_indices(chunk_indices, expected, BT, k.device)
         else:
-            ci = expected.to(k.device)
+            ci = on_device
         NT = int(expected.shape[0])
     else:
         NT = -(-T // BT)
