@@ -223,8 +223,8 @@ def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]
                 continue
             specs.append(Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
-                GATE_HEAD_MAJOR=head_major, LOWP_DOT=npu.lowp_dot(getattr(torch, dtype)), PERSISTENT=persistent,
-                dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
+                GATE_HEAD_MAJOR=head_major, LOWP_DOT=npu.lowp_dot(getattr(torch, dtype), p.BK, p.BV),
+                PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None, footprint=p.ub_footprint,
             ))
     skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]
