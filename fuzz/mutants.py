@@ -15,15 +15,20 @@ mutated copy first on PYTHONPATH, ``WY_ASCEND_PROFILE=ci``, and a temp Hypothesi
 A guard plugin checks inside that pytest process that every ``wy_ascend`` module came
 from the mutated copy (not the editable install); if not, the run fails loudly.
 
-Verdicts: ``caught`` (pytest exit 1, or the process died from a signal), ``missed``
-(exit 0: the mutant survived), ``timeout``, ``error`` (anything else: usage error, no
-tests collected, the guard). The exit status is 0 only if the baseline (unmutated copy)
-passes and every mutant run is caught.
+Verdicts: ``caught`` (pytest exit 1, or the suite crashed with SIGSEGV/SIGABRT, e.g. an
+out-of-bounds access in the interpreter), ``missed`` (exit 0: the mutant survived),
+``timeout``, ``error`` (anything else: SIGKILL, usage error, no tests collected, the
+guard). The exit status is 0 only if the baseline (unmutated copy) passes and every
+mutant run is caught.
 
 Mutants marked ``needs="large"`` (int32 index arithmetic) change results only once an
-element offset passes 2**31, i.e. for tensors of more than 2**31 elements: no CPU
-profile can build such a case, only the large profile on a device (``--profile large
---include-large``, with the device backend). They are listed but not run by default.
+element offset passes 2**31, i.e. for a tensor of more than 2**31 elements. No CPU profile
+can build one, and neither can the fuzz suite's ``large`` profile as configured: its host
+byte budget (``WY_ASCEND_LARGE_BYTES``, 96 GiB) over the ~96 host bytes each element of the
+largest tensor costs (float64 inputs, casts, oracle) caps a case near 2**30 elements. What
+catches them is ``tests/test_large.py`` on a CUDA device (4.5M tokens, offsets to 2.3e9):
+``python fuzz/mutants.py --include-large --only int32_row_base --tests tests/test_large.py``.
+They are listed but not run by default.
 
 Equivalent mutants are not in the catalog, e.g. dropping the ``tl.minimum(.., BT)`` of
 the valid-row count (rows are ``tl.arange(0, BT)`` anyway) or launching more core-grid
@@ -68,24 +73,24 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     # --- masks
     Mutant("bwd_row_mask_dropped", "kernels.py",
-           "    m_t = o_t < n\n    tok = row0 + o_t\n    # A^T read directly",
-           "    m_t = o_t < BT\n    tok = row0 + o_t\n    # A^T read directly",
+           "    m_t = o_t < n\n    # A^T read directly",
+           "    m_t = o_t < BT\n    # A^T read directly",
            "backward row mask dropped: a tail chunk reads the next sequence's rows into dA and A^T"),
     Mutant("bwd_k_column_mask_dropped", "kernels.py",
            "        m_k = m_t[:, None] & (o_k[None, :] < K)\n"
-           "        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0)"
-           ".to(tl.float32)\n        b_dw = ",
+           "        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)\n"
+           "        b_dw = ",
            "        m_k = m_t[:, None]\n"
-           "        b_k = tl.load(k + (tok[:, None] * H + i_hk) * K + o_k[None, :], mask=m_k, other=0.0)"
-           ".to(tl.float32)\n        b_dw = ",
+           "        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)\n"
+           "        b_dw = ",
            "backward K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
            "        m_v = m_t[:, None] & (o_v[None, :] < V)\n"
-           "        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]\n"
-           "        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
+           "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
+           "        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
            "        m_v = m_t[:, None]\n"
-           "        o_x = (tok[:, None] * HV + i_h) * V + o_v[None, :]\n"
-           "        b_v = tl.load(v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
+           "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
+           "        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("strict_lower_includes_diagonal", "kernels.py",
            "m_L = (o_t[:, None] > o_t[None, :]) & m_A",
@@ -93,12 +98,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "strict-lower mask of dA/dL includes the diagonal (M's unit diagonal is not a function of k)"),
     # --- head mapping
     Mutant("fwd_head_map_modulo", "kernels.py",
-           "mask=m_v)\n\n    i_hk = i_h // (HV // H)",
-           "mask=m_v)\n\n    i_hk = i_h % H",
+           "    i_hk = i_h // (HV // H)\n    o_t = tl.arange(0, BT)\n    m_t = o_t < n\n    p_A = A",
+           "    i_hk = i_h % H\n    o_t = tl.arange(0, BT)\n    m_t = o_t < n\n    p_A = A",
            "forward value head -> key head as i_h % H instead of i_h // (HV // H) (grouped heads, H >= 2)"),
     Mutant("bwd_head_map_modulo", "kernels.py",
-           "b_kk = tl.zeros([BT, BT], dtype=tl.float32)\n\n    i_hk = i_h // (HV // H)",
-           "b_kk = tl.zeros([BT, BT], dtype=tl.float32)\n\n    i_hk = i_h % H",
+           "    i_hk = i_h // (HV // H)\n    o_t = tl.arange(0, BT)\n    m_t = o_t < n\n    # A^T",
+           "    i_hk = i_h % H\n    o_t = tl.arange(0, BT)\n    m_t = o_t < n\n    # A^T",
            "backward value head -> key head as i_h % H (grouped heads, H >= 2)"),
     Mutant("dk_group_sum_wrong_axis", "ops.py",
            "dk = dk_hv.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3)",
@@ -122,8 +127,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "NT = T // BT",
            "fixed-length chunk count floor(T / BT) instead of cdiv: the tail chunk never launched"),
     Mutant("fwd_v_tiles_floor_div", "kernels.py",
-           "to(tl.float32))\n\n    for i_v in range(tl.cdiv(V, BV)):",
-           "to(tl.float32))\n\n    for i_v in range(V // BV):",
+           "    p_u = u + (row0 * HV + i_h) * V\n    for i_v in range(tl.cdiv(V, BV)):",
+           "    p_u = u + (row0 * HV + i_h) * V\n    for i_v in range(V // BV):",
            "forward V tile loop floor(V / BV): the last partial tile of u never written"),
     # --- launch offsets, core grid, task mapping
     Mutant("persistent_fwd_t_offset_dropped", "kernels.py",
@@ -147,13 +152,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "            _bwd_task(t_offset + f % bh_count, bh_offset + f // bh_count,",
            "core-grid backward decodes flat task ids head-major instead of chunk-major"),
     Mutant("gate_head_major_batch_offset", "kernels.py",
-           "        return (b_start * HV + i_h * T) + (tok - b_start)",
-           "        return b_start * HV + i_h * T + tok",
+           "        return (b_start * HV + i_h * T) + (row0 - b_start)",
+           "        return b_start * HV + i_h * T + row0",
            "head-major beta/g offsets count the batch start twice (B >= 2 with HV >= 2)"),
     # --- gate
     Mutant("fwd_gate_sign", "kernels.py",
-           "b_kscale = b_beta * tl.exp2(tl.load(g + o_gate",
-           "b_kscale = b_beta * tl.exp2(-tl.load(g + o_gate",
+           "b_kscale = b_beta * tl.exp2(tl.load(g + gate_base + o_gate",
+           "b_kscale = b_beta * tl.exp2(-tl.load(g + gate_base + o_gate",
            "forward gate exp2(-g) instead of exp2(g)"),
     Mutant("bwd_gate_natural_exp", "kernels.py",
            "b_eg = tl.exp2(b_g)",
@@ -165,8 +170,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "backward pairwise gate exp2(g_j - g_i) instead of exp2(g_i - g_j)"),
     # --- transposes and gradient terms
     Mutant("bwd_A_instead_of_A_transpose", "kernels.py",
-           "p_At = A + (tok[None, :] * HV + i_h) * BT + o_t[:, None]",
-           "p_At = A + (tok[:, None] * HV + i_h) * BT + o_t[None, :]",
+           "p_At = A + (row0 * HV + i_h) * BT + o_t[None, :] * (HV * BT) + o_t[:, None]",
+           "p_At = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]",
            "backward loads A where A^T is needed"),
     Mutant("dg_column_sum_sign", "kernels.py",
            "b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)",
@@ -198,14 +203,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "if ub_footprint(kernel, BT, tile) <= ub_bytes:",
            "tile sizing ignores the UB safety margin: tiles the NPU compiler cannot fit"),
     # --- index widths: only tensors past 2**31 elements can tell
-    Mutant("int32_token_rows", "kernels.py",
-           "    m_t = o_t < n\n    tok = row0 + o_t\n    p_A = A",
-           "    m_t = o_t < n\n    tok = (row0 + o_t).to(tl.int32)\n    p_A = A",
-           "forward token rows in int32: (tok * HV + h) * K overflows once an offset passes 2**31", needs="large"),
-    Mutant("int32_gate_batch_start", "kernels.py",
-           "        b_start = i_b.to(tl.int64) * T",
-           "        b_start = i_b * T",
-           "head-major gate batch start in int32: B * T * HV past 2**31 overflows", needs="large"),
+    Mutant("int32_row_base", "kernels.py",
+           "    return i_b, i_h, row0, n",
+           "    return i_b, i_h, row0.to(tl.int32), n",
+           "task base offsets (row0 * HV + h) * dim in int32: wrong once an element offset passes 2**31",
+           needs="large"),
 )
 
 
@@ -332,8 +334,10 @@ def run_one(mutant: Mutant | None, args: argparse.Namespace) -> Result:
         if args.verbose:
             print(f"--- {mutant.id if mutant else 'baseline'} (exit {proc.returncode})\n{output}", flush=True)
         rc = proc.returncode
-        if rc < 0:
-            return Result(mutant, "caught", seconds, f"suite crashed with signal {-rc}")
+        if rc == -signal.SIGKILL:  # not a crash of the code under test: the OOM killer or a person
+            return Result(mutant, "error", seconds, "killed by SIGKILL (out of memory?): no verdict")
+        if rc < 0:  # SIGSEGV, SIGABRT, SIGBUS: the mutant made the suite crash (e.g. out-of-bounds access)
+            return Result(mutant, "caught", seconds, f"suite crashed with {signal.Signals(-rc).name}")
         if "mutant guard" in output:
             return Result(mutant, "error", seconds, _first_failure(output))
         if rc in (0, 1):
@@ -406,8 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     if not args.no_baseline:
         base = run_one(None, args)
-        print(f"baseline: {'pass' if base.verdict == 'missed' else base.verdict} ({base.seconds:.0f} s) {base.detail}",
-              flush=True)
+        verdict = {"missed": "pass", "caught": "FAIL"}.get(base.verdict, base.verdict)
+        print(f"baseline: {verdict} ({base.seconds:.0f} s) {base.detail}", flush=True)
         if base.verdict != "missed":
             print("the unmutated suite must pass before mutants mean anything; stopping", file=sys.stderr)
             return 2
