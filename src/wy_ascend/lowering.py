@@ -273,9 +273,14 @@ def _capture_stderr() -> Iterator[Callable[[], str]]:
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as tmp:
+
+        def read() -> str:
+            tmp.seek(0)
+            return tmp.read().decode(errors="replace")
+
         os.dup2(tmp.fileno(), 2)
         try:
-            yield lambda: (tmp.seek(0), tmp.read().decode(errors="replace"))[1]
+            yield read
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
