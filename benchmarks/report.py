@@ -1,0 +1,258 @@
+"""Write docs/benchmarks.md and docs/bench_h200.png from benchmark JSON files.
+
+    python -m benchmarks.report --peer-json docs/bench-h200.json [--cpu-json docs/bench-cpu.json] \\
+        [--npu-model] [--out docs/benchmarks.md] [--plot docs/bench_h200.png]
+
+``--peer-json``: ours vs fla-core on a device, either ``compare_peer.py --json`` output
+({"device", "rows": [{shape, provider, op, ms, GBps, hbm_frac}]}) or a pytest-benchmark JSON
+of ``pytest benchmarks/ --backend cuda``. ``--cpu-json``: a pytest-benchmark JSON of the cpu
+backend. ``--npu-model``: append benchmarks/npu_model.py's launch and traffic tables.
+Every measured number comes from the files given; nothing is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.shapes import H200_HBM_PEAK
+
+TARGET_RATIO = 0.9  # ours <= 0.9x fla's time
+TARGET_HBM = {"fwd": 0.85, "bwd": 0.60}  # fraction of HBM peak from compulsory bytes
+PROVIDER_ALIASES = {"wy_ascend": "ours"}
+
+
+def _is_pytest_benchmark(data: dict) -> bool:
+    return "benchmarks" in data and "machine_info" in data
+
+
+def load_peer(path: str) -> dict[str, Any]:
+    """Rows {shape, provider ('ours'|'fla'), op, ms, GBps, hbm_frac} and metadata from either format."""
+    data = json.loads(Path(path).read_text())
+    if not _is_pytest_benchmark(data):
+        rows = [dict(r, provider=PROVIDER_ALIASES.get(r["provider"], r["provider"])) for r in data["rows"]]
+        meta = {k: v for k, v in data.items() if k != "rows"}
+        return dict(path=path, format="compare_peer.py --json", rows=rows, meta=meta)
+    rows = []
+    for b in data["benchmarks"]:
+        x = b.get("extra_info", {})
+        if x.get("op") not in ("fwd", "bwd") or x.get("provider") not in ("ours", "fla") or "device_ms" not in x:
+            continue
+        ms = x["device_ms"]
+        rows.append(dict(shape=x["case"], provider=x["provider"], op=x["op"], ms=ms, GBps=x["bytes"] / ms / 1e6,
+                         hbm_frac=x["bytes"] / (ms * 1e-3) / H200_HBM_PEAK, wall_ms=x.get("wall_ms")))
+    info = data["machine_info"].get("wy_ascend", {})
+    device = next((b["extra_info"].get("device") for b in data["benchmarks"] if b["extra_info"].get("device")),
+                  info.get("device"))
+    meta = dict(device=device, datetime=data.get("datetime"), commit=data.get("commit_info", {}).get("id"),
+                command=info.get("command"), versions=info.get("versions"), node=data["machine_info"].get("node"))
+    return dict(path=path, format="pytest-benchmark", rows=rows, meta=meta)
+
+
+def compare(rows: list[dict]) -> list[dict]:
+    """One line per (shape, op): ours, fla, their ratio and the targets (met or not, with the measure)."""
+    by = {(r["shape"], r["op"], r["provider"]): r for r in rows}
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    out = []
+    for shape in shapes:
+        for op in ("fwd", "bwd"):
+            ours, fla = by.get((shape, op, "ours")), by.get((shape, op, "fla"))
+            if ours is None and fla is None:
+                continue
+            line = dict(shape=shape, op=op, ours=ours, fla=fla, ratio=None, ratio_met=None, hbm_met=None)
+            if ours and fla:
+                line["ratio"] = ours["ms"] / fla["ms"]
+                line["ratio_met"] = line["ratio"] <= TARGET_RATIO
+            if ours:
+                line["hbm_met"] = ours["hbm_frac"] >= TARGET_HBM[op]
+            out.append(line)
+    return out
+
+
+def _met(flag: bool | None, value: str) -> str:
+    if flag is None:
+        return "n/a"
+    return f"{'met' if flag else 'not met'} ({value})"
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def peer_markdown(peer: dict, plot_name: str | None) -> str:
+    meta = peer["meta"]
+    lines = [f"## {meta.get('device') or 'device'}: wy_ascend vs fla-core", "",
+             f"Source: `{peer['path']}` ({peer['format']}). Machine: {meta.get('device') or 'not recorded'}."]
+    extra = {k: v for k, v in meta.items() if k not in ("device", "versions") and v}
+    if extra:
+        lines.append("Recorded with the run: " + "; ".join(f"{k}: `{v}`" for k, v in extra.items()) + ".")
+    if meta.get("versions"):
+        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v) + ".")
+    else:
+        lines.append("Versions and command: not recorded in this file (compare_peer.py writes only the device "
+                     "name); it is produced by `python benchmarks/compare_peer.py --json <file>` on a CUDA machine.")
+    latency = any(r.get("wall_ms") is not None for r in peer["rows"])
+    lines += ["", f"Targets: ours <= {TARGET_RATIO}x fla's time; ours >= {TARGET_HBM['fwd']:.0%} of HBM peak forward, "
+              f">= {TARGET_HBM['bwd']:.0%} backward (compulsory bytes / time vs {H200_HBM_PEAK / 1e12:.1f} TB/s).",
+              "Times are the kernels' device time (median)" + (
+                  "; 'latency' is one synchronized call from an idle device, host overhead included." if latency
+                  else "."), "",
+              "| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
+              "HBM target |" + (" latency ours / fla ms |" if latency else ""),
+              "|---|---|---:|---:|---:|---:|---:|---:|---|---|" + ("---:|" if latency else "")]
+    lines_cmp = compare(peer["rows"])
+    for c in lines_cmp:
+        o, f = c["ours"] or {}, c["fla"] or {}
+        lines.append(
+            f"| {c['shape']} | {c['op']} | {_f(o.get('ms'), '.3f')} | {_f(f.get('ms'), '.3f')} | "
+            f"{_f(c['ratio'], '.2f')} | {_f(o.get('GBps'), ',.0f')} | {_f(o.get('hbm_frac'), '.1%')} | "
+            f"{_f(f.get('hbm_frac'), '.1%')} | {_met(c['ratio_met'], _f(c['ratio'], '.2f') + 'x')} | "
+            f"{_met(c['hbm_met'], _f(o.get('hbm_frac'), '.1%'))} |"
+            + (f" {_f(o.get('wall_ms'), '.3f')} / {_f(f.get('wall_ms'), '.3f')} |" if latency else ""))
+    n_ratio = [c["ratio_met"] for c in lines_cmp if c["ratio_met"] is not None]
+    n_hbm = [c["hbm_met"] for c in lines_cmp if c["hbm_met"] is not None]
+    lines += ["", f"Targets met: time ratio {sum(n_ratio)}/{len(n_ratio)}, HBM fraction {sum(n_hbm)}/{len(n_hbm)}."]
+    if plot_name:
+        lines += ["", f"![time per shape, ours vs fla]({plot_name})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(peer: dict, path: Path) -> None:
+    """Grouped bars: time per shape, ours vs fla, one panel for fwd and one for bwd."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["shape"], r["op"], r["provider"]): r["ms"] for r in peer["rows"]}
+    shapes = list(dict.fromkeys(r["shape"] for r in peer["rows"]))
+    providers = [p for p in ("ours", "fla") if any(k[2] == p for k in by)]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / max(len(providers), 1)
+    for ax, op in zip(axes, ("fwd", "bwd")):
+        for i, prov in enumerate(providers):
+            xs = [j + (i - (len(providers) - 1) / 2) * width for j in range(len(shapes))]
+            ms = [by.get((s, op, prov), 0.0) for s in shapes]
+            bars = ax.bar(xs, ms, width, label="wy_ascend" if prov == "ours" else "fla-core")
+            ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        for j, s in enumerate(shapes):
+            if (s, op, "ours") in by and (s, op, "fla") in by:
+                ratio = by[(s, op, "ours")] / by[(s, op, "fla")]
+                top = max(by[(s, op, "ours")], by[(s, op, "fla")])
+                ax.annotate(f"{ratio:.2f}x", (j, top), xytext=(0, 14), textcoords="offset points", ha="center",
+                            fontsize=8, color="dimgray")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
+        ax.set_xticks(range(len(shapes)))
+        ax.set_xticklabels([s.replace("_", "\n", 1) for s in shapes], fontsize=7)
+        ax.set_ylabel("ms (lower is better)")
+        ax.set_title(f"{op}: time per call")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{peer['meta'].get('device') or 'device'}, bf16 — from {Path(peer['path']).name} "
+                 "(grey: ours / fla)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def cpu_markdown(path: str) -> str:
+    """Tables of a cpu-backend pytest-benchmark JSON: ours (interpreter) vs oracle per case and op."""
+    data = json.loads(Path(path).read_text())
+    mi = data["machine_info"]
+    info = mi.get("wy_ascend", {})
+    cpu = mi.get("cpu", {})
+    lines = ["## CPU: Triton interpreter and float64 oracle", "",
+             f"Source: `{path}` (pytest-benchmark {data.get('version')}, {data.get('datetime')}, commit "
+             f"`{(data.get('commit_info') or {}).get('id', '?')[:10]}`).",
+             f"Machine: `{mi.get('node')}`, {cpu.get('brand_raw', mi.get('processor'))}, {cpu.get('count')} cores, "
+             f"Python {mi.get('python_version')}; torch threads {info.get('torch_threads')}, load average at the "
+             f"start {' / '.join(f'{x:.2f}' for x in info.get('load_average') or [])} (1/5/15 min; a shared "
+             "machine: expect noise).",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in (info.get("versions") or {}).items() if v) + ".",
+             f"Command: `{info.get('command')}`.", "",
+             "Medians of `rounds` timed calls (setup outside); GB/s from the compulsory bytes (fp32).", "",
+             "| case | op | ours (interpreter) ms | oracle ms | ours / oracle | ours GB/s | rounds (ours/oracle) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    cells: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    other = []
+    for b in data["benchmarks"]:
+        x = b.get("extra_info", {})
+        if x.get("op") in ("fwd", "bwd") and x.get("case", "").startswith("cpu_"):
+            cells[(x["case"], x["op"])][x["provider"]] = dict(b["stats"], **x)
+        elif x.get("op") in ("build_A", "fuzz_case"):
+            other.append(b)
+    for (case, op), prov in cells.items():
+        o, r = prov.get("ours"), prov.get("oracle")
+        ratio = o["median"] / r["median"] if o and r else None
+        rounds = "/".join(str(p["rounds"]) for p in (o, r) if p)
+        lines.append(f"| {case} | {op} | {_f(o and o['median'] * 1e3, '.2f')} | {_f(r and r['median'] * 1e3, '.2f')} "
+                     f"| {_f(ratio, '.1f')} | {_f(o and o.get('GBps'), '.4f')} | {rounds} |")
+    if other:
+        lines += ["", "| benchmark | what | median ms | throughput | rounds |", "|---|---|---:|---:|---:|"]
+        for b in other:
+            x, st = b["extra_info"], b["stats"]
+            what = f"{x.get('provider')} {x.get('op')} on {x.get('case')}"
+            thr = f"{x['cases_per_s']:.2f} cases/s" if "cases_per_s" in x else f"{1 / st['median']:.1f} calls/s"
+            lines.append(f"| `{b['name']}` | {what} | {st['median'] * 1e3:.2f} | {thr} | {st['rounds']} |")
+    return "\n".join(lines) + "\n"
+
+
+def npu_markdown() -> str:
+    from benchmarks import npu_model
+
+    results = npu_model.model()
+    return "\n".join([
+        "## NPU launch-plan and traffic model (backward)", "",
+        "Computed by `python -m benchmarks.npu_model` (benchmarks/npu_model.py, no device): our fused backward "
+        "(one kernel on the npu backend's plan) against the seed's 7-stage design, per shape. Pessimistic: no L2, "
+        "so every load is HBM traffic (including each value head's read of its key head and every reload of "
+        "k, dw and A), host-side transposes, zero-fills and group sums included.", "",
+        npu_model.markdown(results, stages=True)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peer-json", help="device results: compare_peer.py --json or pytest-benchmark JSON")
+    ap.add_argument("--cpu-json", help="pytest-benchmark JSON of the cpu backend")
+    ap.add_argument("--npu-model", action="store_true", help="append the NPU launch/traffic model tables")
+    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--plot", default=None, help="PNG of the device comparison (default: bench_h200.png beside --out)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    command = " ".join(shlex.quote(a) for a in ["python", "-m", "benchmarks.report", *(sys.argv[1:] if argv is None
+                                                                                       else argv)])
+    parts = ["# Benchmarks", "",
+             f"Generated by `{command}`. Every measured number below is read from the JSON files named in each "
+             "section (written by the runs); the NPU section is computed by benchmarks/npu_model.py. Nothing is "
+             "typed by hand.", "",
+             "Reproduce:", "",
+             "- device, side by side with fla-core: `python benchmarks/compare_peer.py --json docs/bench-h200.json` "
+             "or `nox -s bench -- --backend cuda` (pytest-benchmark JSON, with versions and command recorded)",
+             "- CPU: `TRITON_INTERPRET=1 python -m pytest benchmarks/ --benchmark-json=docs/bench-cpu.json` "
+             "(or `nox -s bench`)",
+             "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/bench-cpu.json "
+             "--npu-model --out docs/benchmarks.md`", ""]
+    if args.peer_json:
+        peer = load_peer(args.peer_json)
+        plot_path = Path(args.plot) if args.plot else out.parent / "bench_h200.png"
+        plot(peer, plot_path)
+        rel = Path(plot_path).resolve().relative_to(out.parent.resolve()) if plot_path.resolve().is_relative_to(
+            out.parent.resolve()) else plot_path
+        parts.append(peer_markdown(peer, str(rel)))
+    if args.cpu_json:
+        parts.append(cpu_markdown(args.cpu_json))
+    if args.npu_model:
+        parts.append(npu_markdown())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(parts))
+    print(f"wrote {out}" + (f" and {plot_path}" if args.peer_json else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
