@@ -9,8 +9,10 @@ bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
+import sys
 
 import torch
 
@@ -43,12 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
         bwd_args = (x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], x["g"], x["cu_seqlens"])
         providers = {"wy_ascend": (
-            lambda: wy_ascend.recompute_w_u_fwd(*fwd_args, backend=args.backend),
-            lambda: wy_ascend.prepare_wy_repr_bwd(*bwd_args, backend=args.backend),
+            functools.partial(wy_ascend.recompute_w_u_fwd, *fwd_args, backend=args.backend),
+            functools.partial(wy_ascend.prepare_wy_repr_bwd, *bwd_args, backend=args.backend),
         )}
         if peer is not None:
-            providers["fla"] = (lambda: peer.recompute_w_u_fwd(*fwd_args),
-                                lambda: peer.prepare_wy_repr_bwd(*bwd_args))
+            providers["fla"] = (functools.partial(peer.recompute_w_u_fwd, *fwd_args),
+                                functools.partial(peer.prepare_wy_repr_bwd, *bwd_args))
         for prov, (f, b) in providers.items():
             for op, fn, nbytes in (("fwd", f, shape.bytes_fwd()), ("bwd", b, shape.bytes_bwd())):
                 ms = triton.testing.do_bench(fn, warmup=50, rep=200)
@@ -67,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r['hbm_frac']:5.1f}% {ratio:>8s}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), fh, indent=1)
+            import triton
+
+            versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version())
+            json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
+                           command=" ".join(["python", *sys.argv]), rows=rows), fh, indent=1)
     return 0
 
 

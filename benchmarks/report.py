@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-json", help="pytest-benchmark JSON of the cpu backend")
     ap.add_argument("--npu-model", action="store_true", help="append the NPU launch/traffic model tables")
     ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--peer-note", default=None,
+                    help="how the device JSON was produced (commit, command) when the file does not record it")
     ap.add_argument("--plot", default=None, help="PNG of the device comparison (default: bench_h200.png beside --out)")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -244,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         rel = Path(plot_path).resolve().relative_to(out.parent.resolve()) if plot_path.resolve().is_relative_to(
             out.parent.resolve()) else plot_path
         parts.append(peer_markdown(peer, str(rel)))
+        if args.peer_note:
+            parts.append(f"Run notes: {args.peer_note}\n")
     if args.cpu_json:
         parts.append(cpu_markdown(args.cpu_json))
     if args.npu_model:
