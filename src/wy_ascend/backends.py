@@ -233,9 +233,9 @@ def _kernels(interpret: bool) -> ModuleType:
     """
     if interpret and "triton" not in sys.modules:
         os.environ[INTERPRET_ENV] = "1"
-    from . import kernels
-
     from triton.runtime.interpreter import InterpretedFunction
+
+    from . import kernels
 
     if isinstance(kernels.wy_fwd_kernel, InterpretedFunction) != interpret:
         need = "TRITON_INTERPRET=1 set before triton is first imported" if interpret else "TRITON_INTERPRET unset"

@@ -192,7 +192,7 @@ def representative_dims(ub_bytes: int) -> tuple[int, ...]:
     """ODD_DIMS plus every tile width the UB model yields for them (each is a K/V value too)."""
     tiles = {ub_tile(bt, d, kernel, ub_bytes, BACKENDS["npu"].tile_cap) for kernel in kernels_module.KERNELS
              for bt in BTS for d in ODD_DIMS}
-    return tuple(sorted(set(ODD_DIMS) | (tiles - {None})))
+    return tuple(sorted(set(ODD_DIMS) | {t for t in tiles if t is not None}))
 
 
 def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]]:

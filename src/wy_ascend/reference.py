@@ -139,7 +139,7 @@ def _heads_last(xc: torch.Tensor) -> torch.Tensor:
     return xc.movedim(1, 2)
 
 
-def _check_heads(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None) -> int:
+def _check_heads(k: torch.Tensor, v: torch.Tensor | None, beta: torch.Tensor, g: torch.Tensor | None) -> int:
     """Validate shapes against the fla layouts and return the group size ``HV // H``."""
     if k.dim() != 4:
         raise ValueError(f"k must be [B,T,H,K], got shape {tuple(k.shape)}")
@@ -205,6 +205,7 @@ def _to_chunks(lay: _Layout, G: int, k, v, beta, g) -> _Chunks:
 
 def _wu_chunks(ch: _Chunks, Ac: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``w = A @ (k*beta*exp2(g))``, ``u = A @ (v*beta)`` in chunk form."""
+    assert ch.v is not None
     scale = ch.beta if ch.g is None else ch.beta * torch.exp2(ch.g)
     return Ac @ (ch.k * scale[..., None]), Ac @ (ch.v * ch.beta[..., None])
 
@@ -276,15 +277,15 @@ def wy_bwd(
     with torch.enable_grad():
         leaves = [x.detach().to(_F64).requires_grad_(True) for x in (k, v, beta)]
         gl = None if g is None else g.detach().to(_F64).requires_grad_(True)
-        ch = _to_chunks(lay, G, *leaves, gl)
+        ch = _to_chunks(lay, G, leaves[0], leaves[1], leaves[2], gl)
         wc, uc = _wu_chunks(ch, _A_chunks(ch.k, ch.beta, ch.g))
         dwc, duc = (_heads_first(_gather(x.detach(), lay)) for x in (dw, du))
         loss = (wc * dwc).sum() + (uc * duc).sum()
         inputs = leaves if gl is None else [*leaves, gl]
         grads = torch.autograd.grad(loss, inputs, allow_unused=True)
-    grads = [torch.zeros_like(x) if gr is None else gr for x, gr in zip(inputs, grads, strict=True)]
-    dg = None if gl is None else grads[3] / _LN2
-    return grads[0], grads[1], grads[2], dg
+    full = [torch.zeros_like(x) if gr is None else gr for x, gr in zip(inputs, grads, strict=True)]
+    dg = None if gl is None else full[3] / _LN2
+    return full[0], full[1], full[2], dg
 
 
 def wy_bwd_given_A(
@@ -319,6 +320,7 @@ def wy_bwd_given_A(
         Ac = _heads_first(_gather(A, lay))
         dwc, duc = (_heads_first(_gather(x, lay)) for x in (dw, du))
         kc, vc, bc = ch.k, ch.v, ch.beta
+        assert vc is not None
         eg = torch.ones_like(bc) if ch.g is None else torch.exp2(ch.g)
         At = Ac.transpose(-1, -2)
         kbg = kc * (bc * eg)[..., None]

@@ -122,7 +122,7 @@ class Case:
 
     def chunk_bounds(self) -> list[tuple[int, int, int]]:
         """(batch, first token, end token) of every chunk, in the flattened [B*T] token axis."""
-        out = []
+        out: list[tuple[int, int, int]] = []
         starts = [(b, b * self.T, self.T) for b in range(self.B)] if self.cu_seqlens is None else [
             (0, a, b - a) for a, b in zip(self.cu_seqlens[:-1], self.cu_seqlens[1:])
         ]
@@ -177,9 +177,11 @@ class Case:
         rg = g.to(dt).to(f64) if g is not None else None
         A = build_A(rk, rb, rg, cu, chunk_size=self.BT, dtype=f64)
         dev = torch.device(device)
-        cast = [x.to(dtype=dt, device=dev) for x in (k, v, beta, A)]
         return Inputs(
-            *cast,
+            k.to(dtype=dt, device=dev),
+            v.to(dtype=dt, device=dev),
+            beta.to(dtype=dt, device=dev),
+            A.to(dtype=dt, device=dev),
             g.to(dtype=dt, device=dev) if g is not None else None,
             dw.to(dtype=dt, device=dev),
             du.to(dtype=dt, device=dev),

@@ -100,17 +100,21 @@ def tolerance(dtype: str, ref: torch.Tensor) -> float:
 
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
     """Forward and backward of the case on its backend; outputs by name."""
-    kw = dict(backend=backend_name(case), config=case.config(**knob_overrides))
+    backend, config = backend_name(case), case.config(**knob_overrides)
     k, v, beta, A, g, dw, du, cu = inputs
-    w, u = recompute_w_u_fwd(k, v, beta, A, g, cu, **kw)
-    dk, dv, dbeta, dg = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, **kw)
+    w, u = recompute_w_u_fwd(k, v, beta, A, g, cu, backend=backend, config=config)
+    dk, dv, dbeta, dg = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend=backend, config=config)
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
 
 
 def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:
     """The float64 oracle on exactly the kernel's inputs (given A), by output name."""
-    k, v, beta, A, g, dw, du, cu = (x.cpu().to(torch.float64) if x is not None and x.is_floating_point()
-                                    else (x.cpu() if x is not None else None) for x in inputs)
+    def f64(x: torch.Tensor) -> torch.Tensor:
+        return x.cpu().to(torch.float64)
+
+    k, v, beta, A, dw, du = (f64(x) for x in (inputs.k, inputs.v, inputs.beta, inputs.A, inputs.dw, inputs.du))
+    g = f64(inputs.g) if inputs.g is not None else None
+    cu = inputs.cu_seqlens.cpu() if inputs.cu_seqlens is not None else None
     w, u = reference.wy_fwd(k, v, beta, A, g, cu)
     dk, dv, dbeta, dg = reference.wy_bwd_given_A(k, v, beta, A, dw, du, g, cu)
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
@@ -234,7 +238,8 @@ def check_plan_coverage(case: Case) -> Metrics:
             if p.mode == "grid":
                 if launch.grid[0] > spec.max_grid[0] or launch.grid[1] > spec.max_grid[1]:
                     raise PropertyFailure(f"{kernel}: grid {launch.grid} exceeds the per-axis limit {spec.max_grid}")
-                programs = [(x, y) for x in range(launch.grid[0]) for y in range(launch.grid[1])]
+                programs: list[tuple[int, ...]] = [(x, y) for x in range(launch.grid[0])
+                                                   for y in range(launch.grid[1])]
             else:
                 if launch.tasks > spec.max_tasks:
                     raise PropertyFailure(f"{kernel}: a launch has {launch.tasks} tasks > max_tasks {spec.max_tasks}")
@@ -323,14 +328,16 @@ def check_bad_input(case: Case) -> Metrics:
         raise PropertyFailure(f"bad_input needs corruption in {sorted(CORRUPTIONS)}, got {case.corruption!r}")
     inputs = case.build_inputs(device_of(case))
     kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs)
-    kw = dict(backend=backend_name(case), config=case.config())
+    backend, config = backend_name(case), case.config()
     calls = {
         "recompute_w_u_fwd": lambda: recompute_w_u_fwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
                                                        kwargs["g"], kwargs["cu_seqlens"],
-                                                       kwargs.get("chunk_indices"), **kw),
+                                                       kwargs.get("chunk_indices"), backend=backend,
+                                                       config=config),
         "prepare_wy_repr_bwd": lambda: prepare_wy_repr_bwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
                                                            kwargs["dw"], kwargs["du"], kwargs["g"],
-                                                           kwargs["cu_seqlens"], kwargs.get("chunk_indices"), **kw),
+                                                           kwargs["cu_seqlens"], kwargs.get("chunk_indices"),
+                                                           backend=backend, config=config),
     }
     if case.corruption in BACKWARD_ONLY:
         del calls["recompute_w_u_fwd"]
