@@ -1,0 +1,172 @@
+"""Run profiles of the fuzz suite (Hypothesis settings, example budgets, case sizes) and the run's tally.
+
+=========  ==========  ===========================================================================
+profile    runs on     what it does
+=========  ==========  ===========================================================================
+ci         CPU         derandomized (the same examples every run, no database), a fixed budget
+                       that finishes in about 5 minutes on a 2-core machine.
+dev        CPU         the local default: random examples, the shared example database, ci's budget.
+nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
+                       HV up to 32, one case in two an accelerator-sized one (see ``large``).
+large      npu / cuda  few examples sized near device memory: launches past the 65535-block
+                       limit, packed batches of millions of tokens.
+=========  ==========  ===========================================================================
+
+Selection: ``--profile NAME`` (pytest option) > ``WY_ASCEND_PROFILE`` > ``dev``; the backend:
+``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``. The profiles are also registered as
+Hypothesis settings profiles under the same names. The example database (all but ``ci``) is a
+``DirectoryBasedExampleDatabase`` at ``WY_ASCEND_HYPOTHESIS_DB`` (default ``.hypothesis/examples``
+in the repository), one directory that every xdist worker shares. It is a cache; minimized
+failures are stored as JSON in ``regressions/`` (wy_ascend.testing.store).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from fuzz.strategies import CPU_SIZES, Sizes
+
+PROFILE_ENV = "WY_ASCEND_PROFILE"
+BACKEND_ENV = "WY_ASCEND_BACKEND"
+DATABASE_ENV = "WY_ASCEND_HYPOTHESIS_DB"
+REPORT_ENV = "WY_ASCEND_FUZZ_REPORT"
+DEFAULT_PROFILE = "dev"
+DEFAULT_BACKEND = "cpu"
+DEFAULT_REPORT = "fuzz-report.json"
+REPO = Path(__file__).resolve().parents[1]
+PROPERTY_NAMES = ("oracle", "launch_invariance", "varlen_split", "grouped_heads", "plan_coverage", "bad_input")
+
+# Cases can be slow (interpreter) and large (many sequences); neither is a test smell here.
+_SUPPRESSED = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
+               HealthCheck.large_base_example]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One run profile: Hypothesis settings, examples per property, case sizes and strategy kind."""
+
+    name: str
+    description: str
+    examples: dict[str, int]
+    sizes: Sizes = CPU_SIZES
+    kind: str = "small"  # strategies.case_strategy: "small", "mixed" (some large cases) or "large"
+    derandomize: bool = False
+    accelerator: bool = False  # meant for --backend npu/cuda/npu-cuda (a CPU run would take hours)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def hypothesis_settings(self) -> settings:
+        """The profile's Hypothesis settings (max_examples is set per test)."""
+        kw: dict[str, Any] = dict(deadline=None, print_blob=True, suppress_health_check=_SUPPRESSED,
+                                  max_examples=max(self.examples.values()), **self.extra)
+        if self.derandomize:
+            kw["derandomize"] = True  # implies database=None: CI runs the same examples every time
+        else:
+            kw["database"] = example_database()
+        return settings(**kw)
+
+    def settings_for(self, prop: str) -> settings:
+        """Decorator settings of one property's test."""
+        return settings(self.hypothesis_settings(), max_examples=self.examples[prop])
+
+
+# Budgets measured on the 2-core CPU (fuzz-report.json of `nox -s fuzz -- --profile ci`, single
+# process, machine shared with other jobs): seconds per case oracle ~1.4, launch_invariance ~2.5
+# (two runs), grouped_heads ~3 (two runs, HV > H), varlen_split ~1.1 (one run per sequence),
+# bad_input ~0.1, plan_coverage ~0.005.
+CI_EXAMPLES = {"oracle": 100, "launch_invariance": 40, "varlen_split": 40, "grouped_heads": 30,
+               "plan_coverage": 1000, "bad_input": 250}
+NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, max_batch=8, max_heads=8,
+                      max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
+                      plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
+LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, max_batch=8, max_heads=4,
+                    max_value_heads=32, dims=(64, 128), plan_tasks=2**20, large_tokens=2**24,
+                    large_bytes=int(os.environ.get("WY_ASCEND_LARGE_BYTES", 96 * 2**30)))
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("ci", "CPU CI: derandomized, fixed budget (~5 min on 2 cores)", CI_EXAMPLES, derandomize=True),
+        Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
+        Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items()}, NIGHTLY_SIZES,
+                kind="mixed", accelerator=True),
+        Profile("large", "accelerator, sizes near device memory, few examples",
+                {"oracle": 6, "launch_invariance": 4, "varlen_split": 3, "grouped_heads": 3, "plan_coverage": 100,
+                 "bad_input": 50}, LARGE_SIZES, kind="large", accelerator=True),
+    )
+}
+
+
+def example_database() -> DirectoryBasedExampleDatabase:
+    """The example database every worker shares (``WY_ASCEND_HYPOTHESIS_DB`` or ``.hypothesis/examples``)."""
+    return DirectoryBasedExampleDatabase(os.environ.get(DATABASE_ENV) or str(REPO / ".hypothesis" / "examples"))
+
+
+for _profile in PROFILES.values():
+    settings.register_profile(_profile.name, _profile.hypothesis_settings())
+
+
+@dataclass
+class RunConfig:
+    """What this run fuzzes with: the profile and the backend."""
+
+    profile: Profile
+    backend: str
+
+
+_RUN: RunConfig | None = None
+
+
+def select(profile: str | None = None, backend: str | None = None) -> RunConfig:
+    """Fix this process's profile and backend (explicit > environment > defaults) and load the
+    profile's Hypothesis settings; raises ValueError for an unknown profile name."""
+    global _RUN
+    name = profile or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r} (--profile or {PROFILE_ENV})")
+    _RUN = RunConfig(PROFILES[name], backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND)
+    settings.load_profile(name)
+    return _RUN
+
+
+def current() -> RunConfig:
+    """The selected run configuration (selected from the environment if nothing chose one yet)."""
+    return _RUN if _RUN is not None else select()
+
+
+@dataclass
+class Tally:
+    """Cases run, seconds spent and failures recorded per property since the last ``drain``.
+
+    The tests add to it; conftest drains it after each test and ships the counts on the test's
+    report, so counts from xdist workers reach the controller that writes fuzz-report.json.
+    """
+
+    cases: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, prop: str, seconds: float) -> None:
+        with self.lock:
+            self.cases[prop] = self.cases.get(prop, 0) + 1
+            self.seconds[prop] = self.seconds.get(prop, 0.0) + seconds
+
+    def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
+        with self.lock:
+            self.failures.append({"property": prop, "regression": regression, "message": message, "case": case})
+
+    def drain(self) -> dict[str, Any]:
+        with self.lock:
+            out = {"cases": self.cases, "seconds": self.seconds, "failures": self.failures}
+            self.cases, self.seconds, self.failures = {}, {}, []
+        return out
+
+
+TALLY = Tally()

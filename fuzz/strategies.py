@@ -1,0 +1,455 @@
+"""Hypothesis strategies for cases, sized by a profile and shrinking toward simple cases.
+
+Draws are ordered so that the shrinker (integers toward their lower bound, ``sampled_from``
+toward its first element, ``one_of`` toward its first branch, lists toward fewer elements,
+optional dict keys toward absent) ends on the simplest case that still fails: one short
+sequence, H = HV = 1, K = V = 16, BT = 16, float32, no gate, "realistic" inputs, seed 0 and
+the backend's default launch knobs.
+
+Cost: the Triton interpreter's time grows with a case's tasks (chunks x value heads) times
+the K/V tiles each task loops over. ``Sizes.max_tasks`` bounds that product: each layout is
+drawn under a chunk budget derived from the heads, dims and tiles drawn before it, so the
+CPU profiles' examples stay well under a second.
+
+The backend is never drawn: it comes from the run configuration and decides which chunk
+sizes and UB sizes are plannable (``properties.supported``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from wy_ascend.backends import BACKENDS
+from wy_ascend.planning import plan
+from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, Case
+from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
+from wy_ascend.validation import SUPPORTED_BT
+
+# The Ascend launch limit (blocks per launch) and the CUDA grid's y limit: the large
+# strategies draw task rectangles beyond it on one axis.
+BLOCK_LIMIT = 65535
+# Value heads per key head; the last entries are the "more" of grouped-query layouts.
+HEAD_RATIOS = (1, 2, 3, 4, 6, 8, 16, 32)
+# UB capacities for the ub_bytes knob: the 910B's 192 KiB first, then smaller ones that
+# force narrower K/V tiles (48 KiB leaves only 16-wide tiles for BT <= 32).
+UB_CHOICES = (192 * 1024, 96 * 1024, 64 * 1024, 48 * 1024)
+TILE_CAPS = (128, 64, 32, 16)
+# Varlen layout families; the first is the simplest (and where shrinking ends).
+VARLEN_KINDS = ("one", "mixed", "boundary", "multiples", "long_among_short", "tiny_and_empty")
+LARGE_KINDS = ("long_grid", "wide_heads", "long_varlen")
+# K/V of large cases: few values, since each distinct one compiles anew on a device.
+LARGE_DIMS = (16, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Bounds of the cases one profile draws."""
+
+    max_tokens: int = 300  # tokens per case (B * T, or cu_seqlens[-1])
+    max_tasks: int = 20  # chunks x value heads x (K/V tiles per task / 2), the interpreter's cost unit
+    max_seqs: int = 24  # sequences in a varlen batch
+    max_batch: int = 4  # B of a fixed batch
+    max_heads: int = 4  # key heads H
+    max_value_heads: int = 16  # value heads HV
+    dims: tuple[int, ...] = (16, 32, 64, 24, 48, 17, 100, 128, 80, 256)  # K/V drawn 3 times in 4; first = simplest
+    max_dim: int = 256  # bound of the other draws (any integer in [16, max_dim])
+    plan_tasks: int = 4096  # plan_coverage cases: tasks (no tensors are built, so far more than max_tasks)
+    large_tokens: int = 2**22  # large cases: tokens of a long varlen batch
+    large_bytes: int = 48 * 2**30  # large cases: host bytes (float64 generation, oracle, device copies)
+
+    def scaled(self, **changes: int) -> Sizes:
+        return dataclasses.replace(self, **changes)
+
+
+CPU_SIZES = Sizes()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def num_chunks(lengths: list[int] | tuple[int, ...], BT: int) -> int:
+    return sum(cdiv(n, BT) for n in lengths)
+
+
+def host_bytes_per_token(H: int, HV: int, K: int, V: int, BT: int) -> int:
+    """Host bytes one token costs a property run: float64 generation of k, v, beta, g, A, dw, du,
+    their casts, and the float64 oracle's autograd intermediates (a factor 6 over the inputs)."""
+    elements = H * K + HV * (2 * K + 2 * V + BT + 3)
+    return 6 * 8 * elements
+
+
+def case_host_bytes(case: Case) -> int:
+    return case.B * case.T * host_bytes_per_token(case.H, case.HV, case.K, case.V, case.BT)
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+def chunk_sizes(backend: str) -> st.SearchStrategy[int]:
+    """BT values the backend can plan with its default knobs (16 first)."""
+    ok = [bt for bt in SUPPORTED_BT if supported(Case(BT=bt, backend=backend))]
+    return st.sampled_from(ok)
+
+
+def _ub_choices(backend: str, BT: int) -> list[int]:
+    return [ub for ub in UB_CHOICES if supported(Case(BT=BT, backend=backend, knobs={"ub_bytes": ub}))]
+
+
+@st.composite
+def heads(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, grouped: bool = False) -> tuple[int, int]:
+    """(H, HV) with HV a multiple of H; ``grouped`` forces HV > H."""
+    H = draw(st.integers(1, max(1, min(sizes.max_heads, sizes.max_value_heads // (2 if grouped else 1)))))
+    ratios = [r for r in HEAD_RATIOS if H * r <= sizes.max_value_heads and (r > 1 or not grouped)]
+    return H, H * draw(st.sampled_from(ratios))
+
+
+@st.composite
+def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
+    """A K or V size in [16, max_dim]: mostly from ``sizes.dims`` (small on the CPU), else any integer."""
+    if draw(st.integers(0, 3)) < 3:
+        return draw(st.sampled_from(sizes.dims))
+    return draw(st.integers(16, sizes.max_dim))
+
+
+def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:
+    """One strategy per launch knob; small values (down to 1) unless ``large`` (then few launches)."""
+    default_mode = BACKENDS[backend].mode
+    modes = (default_mode, "grid" if default_mode == "persistent" else "persistent")
+    values: dict[str, st.SearchStrategy[Any]] = {
+        "max_blocks": st.sampled_from((BLOCK_LIMIT, 4096, 1000, 257)) if large else st.integers(1, 64),
+        "num_cores": st.sampled_from((20, 24, 1, 7, 132)) if large else st.integers(1, 48),
+        "mode": st.sampled_from(modes),
+        "max_tasks": st.sampled_from((2**20, 65536, 100_003)) if large else st.integers(1, 64),
+        "tile_cap": st.sampled_from(TILE_CAPS),
+    }
+    ub = _ub_choices(backend, BT)
+    if ub:
+        values["ub_bytes"] = st.sampled_from(ub)
+    return values
+
+
+@st.composite
+def launch_knobs(
+    draw: st.DrawFn, backend: str = "cpu", BT: int = 16, *, require_partition: bool = False, large: bool = False
+) -> dict[str, Any]:
+    """Launch knobs (empty = the backend's defaults); ``require_partition`` adds at least one
+    knob that re-partitions the work (what launch_invariance compares against the defaults)."""
+    values = knob_values(backend, BT, large)
+    knobs = dict(draw(st.fixed_dictionaries({}, optional=values)))
+    if require_partition and not any(k in knobs for k in PARTITION_KNOBS):
+        name = draw(st.sampled_from(PARTITION_KNOBS))
+        knobs[name] = draw(values[name])
+    return knobs
+
+
+def tiles_per_task(backend: str, BT: int, K: int, V: int, knobs: dict[str, Any]) -> int:
+    """K and V tiles one backward task loops over with these knobs (the planner's BK/BV)."""
+    config = Case(BT=BT, K=K, V=V, backend=backend, knobs=knobs).config(num_cores=1)
+    p = plan("bwd", NT=1, BH=1, BT=BT, K=K, V=V, spec=BACKENDS[backend].spec(torch.device("cpu"), config))
+    return cdiv(K, p.BK) + cdiv(V, p.BV)
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def seq_length(BT: int, cap: int) -> st.SearchStrategy[int]:
+    """A sequence length in [1, cap], often on a chunk boundary (BT - 1, BT, BT + 1, 2 BT ...)."""
+    cap = max(1, cap)
+    special = sorted({n for n in (1, BT - 1, BT, BT + 1, 2 * BT - 1, 2 * BT, 2 * BT + 1, 3 * BT) if 1 <= n <= cap})
+    return st.one_of(st.integers(1, cap), st.sampled_from(special))
+
+
+def fit_lengths(lengths: list[int], BT: int, max_chunks: int, max_tokens: int) -> list[int]:
+    """The longest prefix of ``lengths`` within the chunk and token budgets; the first length
+    that overflows is cut to what is left (a batch always keeps at least one sequence)."""
+    out: list[int] = []
+    chunks = tokens = 0
+    for n in lengths:
+        room = min(max_tokens - tokens, (max_chunks - chunks) * BT)
+        if n > room:
+            if room > 0 or not out:
+                out.append(max(0, room))
+            break
+        out.append(n)
+        chunks += cdiv(n, BT)
+        tokens += n
+    return out
+
+
+@st.composite
+def varlen_lengths(draw: st.DrawFn, BT: int, sizes: Sizes = CPU_SIZES, max_chunks: int = 8) -> list[int]:
+    """Sequence lengths of a packed batch, from one of the layout families in VARLEN_KINDS."""
+    max_seqs = max(2, sizes.max_seqs)
+    cap = max(1, min(sizes.max_tokens, max_chunks * BT))
+    kind = draw(st.sampled_from(VARLEN_KINDS))
+    if kind == "one":
+        lengths = [draw(seq_length(BT, cap))]
+    elif kind == "mixed":
+        element = st.one_of(seq_length(BT, min(cap, 2 * BT + 1)), st.just(0))
+        lengths = draw(st.lists(element, min_size=2, max_size=max_seqs))
+    elif kind == "boundary":
+        lengths = draw(st.lists(st.sampled_from([n for n in (BT - 1, BT, BT + 1) if n >= 1]), min_size=2,
+                                max_size=max_seqs))
+    elif kind == "multiples":
+        lengths = draw(st.lists(st.one_of(st.integers(1, 3).map(lambda m: m * BT), st.just(0)), min_size=1,
+                                max_size=max_seqs))
+    elif kind == "long_among_short":
+        shorts = draw(st.lists(st.integers(0, max(1, BT // 2)), min_size=2, max_size=max_seqs - 1))
+        shorts = fit_lengths(shorts, BT, max(0, max_chunks - 3), cap - (2 * BT + 1))  # room for the long one
+        room = min(cap - sum(shorts), (max_chunks - num_chunks(shorts, BT)) * BT)
+        long = draw(st.integers(min(room, 2 * BT + 1), room)) if room >= 1 else 0
+        at = draw(st.integers(0, len(shorts)))
+        lengths = shorts[:at] + [long] + shorts[at:]
+    else:  # tiny_and_empty: many sequences of 0-2 tokens, possibly all empty
+        lengths = draw(st.lists(st.integers(0, 2), min_size=2, max_size=max_seqs))
+    return fit_lengths(lengths, BT, max_chunks, cap)
+
+
+@st.composite
+def layouts(
+    draw: st.DrawFn, BT: int, sizes: Sizes = CPU_SIZES, max_chunks: int = 8, varlen: bool | None = None
+) -> dict[str, Any]:
+    """Case fields of the token layout: ``{B, T}`` (fixed batch) or ``{cu_seqlens}`` (packed batch).
+    ``varlen`` None draws either (a fixed batch of one first)."""
+    max_chunks = max(1, max_chunks)
+    if varlen is None:
+        varlen = draw(st.booleans())
+    if varlen:
+        lengths = draw(varlen_lengths(BT, sizes, max_chunks))
+        cu = [0]
+        for n in lengths:
+            cu.append(cu[-1] + n)
+        return {"cu_seqlens": tuple(cu)}
+    B = draw(st.integers(1, max(1, min(sizes.max_batch, max_chunks))))
+    cap = max(1, min(sizes.max_tokens // B, (max_chunks // B) * BT))
+    return {"B": B, "T": draw(seq_length(BT, cap))}
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def chunk_budget(sizes: Sizes, backend: str, HV: int, K: int, V: int, BT: int, knobs: dict[str, Any]) -> int:
+    """Chunks a case may have under ``sizes.max_tasks`` given its heads and tiles."""
+    factor = max(1, tiles_per_task(backend, BT, K, V, knobs) // 2)
+    return max(1, sizes.max_tasks // (HV * factor))
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+    sizes: Sizes = CPU_SIZES,
+    backend: str = "cpu",
+    *,
+    varlen: bool | None = None,
+    grouped: bool = False,
+    partition_knobs: bool = False,
+) -> Case:
+    """A valid, plannable case on ``backend``. ``varlen``: True/False forces a packed/fixed batch;
+    ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches."""
+    H, HV = draw(heads(sizes, grouped))
+    K, V = draw(dims(sizes)), draw(dims(sizes))
+    BT = draw(chunk_sizes(backend))
+    dtype = draw(st.sampled_from(tuple(DTYPES)))
+    use_g = draw(st.booleans())
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs))
+    layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
+    dist = draw(st.sampled_from(DISTRIBUTIONS))
+    seed = draw(st.integers(0, 2**32 - 1))
+    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, **layout)
+    assume(supported(case))
+    return case
+
+
+@functools.cache
+def corruptions_adding_cu_seqlens() -> frozenset[str]:
+    """Corruptions that pass a cu_seqlens where the valid case had none (found by applying each
+    to a tiny fixed batch of two): paired with B == 1 only, since cu_seqlens with B > 1 is a
+    second defect that validation rightly reports first."""
+    inputs = Case(B=2, T=4).build_inputs()
+    return frozenset(name for name, corrupt in CORRUPTIONS.items() if corrupt(inputs)[0].get("cu_seqlens") is not None)
+
+
+@st.composite
+def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
+    """A small valid case plus one ``corruption`` from properties.CORRUPTIONS (inputs are built,
+    no kernel runs)."""
+    corruption = draw(st.sampled_from(tuple(CORRUPTIONS)))
+    small = sizes.scaled(max_tokens=min(sizes.max_tokens, 128), max_tasks=min(sizes.max_tasks, 16),
+                         max_seqs=min(sizes.max_seqs, 8))
+    if corruption in corruptions_adding_cu_seqlens():
+        small = small.scaled(max_batch=1)
+    case = draw(cases(small, backend))
+    assume(case.T >= 1)  # with no tokens some corruptions change nothing (v[:, :-1] of an empty v)
+    return case.replace(corruption=corruption)
+
+
+@st.composite
+def large_cases(
+    draw: st.DrawFn,
+    sizes: Sizes = CPU_SIZES,
+    backend: str = "cpu",
+    *,
+    varlen: bool | None = None,
+    grouped: bool = False,
+    partition_knobs: bool = False,
+) -> Case:
+    """An accelerator-sized case within ``sizes.large_bytes`` of host memory, one of LARGE_KINDS:
+
+    * ``long_grid``: a fixed batch with NT * B * HV > 65535 tasks (T not a multiple of BT),
+    * ``wide_heads``: B * HV > 65535 batch-heads (one launch axis past the CUDA y limit),
+    * ``long_varlen``: up to ``large_tokens`` packed tokens in hundreds of sequences: one long
+      sequence among short ones, empty and length-1 sequences, chunk-boundary lengths.
+    """
+    kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
+    kind = draw(st.sampled_from(kinds))
+    H, HV = draw(heads(sizes.scaled(max_heads=min(sizes.max_heads, 4)), grouped))
+    K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
+    BT = draw(chunk_sizes(backend))
+    dtype = draw(st.sampled_from(tuple(DTYPES)))
+    use_g = draw(st.booleans())
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True))
+    max_tokens = min(sizes.large_tokens, sizes.large_bytes // host_bytes_per_token(H, HV, K, V, BT))
+    layout: dict[str, Any]
+    if kind == "long_grid":
+        B = draw(st.integers(1, 4))
+        nt_min = BLOCK_LIMIT // (B * HV) + 1
+        NT = draw(st.integers(nt_min, 2 * nt_min))
+        T = NT * BT - draw(st.integers(0, BT - 1))
+        layout = {"B": B, "T": T}
+        assume(B * T <= max_tokens)
+    elif kind == "wide_heads":
+        B = BLOCK_LIMIT // HV + 1 + draw(st.integers(0, 64))
+        T = draw(st.integers(1, BT))
+        layout = {"B": B, "T": T}
+        assume(B * T <= max_tokens)
+    else:
+        total = draw(st.integers(max(1, max_tokens // 4), max(1, max_tokens)))
+        n = draw(st.integers(min(100, sizes.max_seqs), max(min(100, sizes.max_seqs), sizes.max_seqs)))
+        layout = {"cu_seqlens": _long_varlen_cu(random.Random(draw(st.integers(0, 2**32 - 1))), total, n, BT)}
+    dist = draw(st.sampled_from(DISTRIBUTIONS))
+    seed = draw(st.integers(0, 2**32 - 1))
+    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, **layout)
+    assume(supported(case))
+    return case
+
+
+def _long_varlen_cu(rng: random.Random, total: int, n: int, BT: int) -> tuple[int, ...]:
+    """cu_seqlens of ``n`` sequences over ``total`` tokens: one long sequence holding about half
+    the tokens, the rest split at random with ~10% empty, ~5% length 1 and ~15% on a chunk boundary."""
+    n = max(2, n)
+    long = total // 2
+    lengths = []
+    for _ in range(n - 1):
+        r = rng.random()
+        lengths.append(0 if r < 0.1 else 1 if r < 0.15 else rng.choice((BT - 1, BT, BT + 1)) if r < 0.3 else -1)
+    free = [i for i, x in enumerate(lengths) if x < 0]
+    fixed = sum(x for x in lengths if x > 0)
+    rest = max(0, total - long - fixed)
+    cuts = sorted(rng.randrange(rest + 1) for _ in range(max(0, len(free) - 1)))
+    for i, a, b in zip(free, [0, *cuts], [*cuts, rest]):
+        lengths[i] = b - a
+    lengths = [max(0, x) for x in lengths]
+    lengths.insert(rng.randrange(n), long)
+    cu = [0]
+    for x in lengths:
+        cu.append(cu[-1] + x)
+    return tuple(cu)
+
+
+@st.composite
+def beyond_limit_plan_cases(draw: st.DrawFn, backend: str = "cpu") -> Case:
+    """Plan-only cases (B = 1) whose task rectangle passes the 65535-block limit on one axis:
+    "chunks" (NT * HV > 65535, T not a multiple of BT) or "heads" (HV > 65535 value heads in
+    one or two chunks: the batch-head axis past CUDA's grid-y limit). Never built as tensors."""
+    axis = draw(st.sampled_from(("chunks", "heads")))
+    BT = draw(chunk_sizes(backend))
+    K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
+    knobs = draw(launch_knobs(backend, BT, large=True))
+    if axis == "chunks":
+        H, HV = 1, draw(st.sampled_from((1, 2, 4, 8)))
+        NT = BLOCK_LIMIT // HV + 1 + draw(st.integers(0, 64))
+        T = NT * BT - draw(st.integers(0, BT - 1))
+    else:
+        H = draw(st.sampled_from((1, 2, 4)))
+        HV = H * (BLOCK_LIMIT // H + 1 + draw(st.integers(0, 8)))
+        T = draw(st.integers(1, 2 * BT))
+    return Case(T=T, H=H, HV=HV, K=K, V=V, BT=BT, knobs=knobs, backend=backend)
+
+
+@st.composite
+def plan_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
+    """Cases for plan_coverage, which builds no tensors: up to ``plan_tasks`` tasks, and one
+    draw in twenty a task rectangle past the 65535-block limit (``beyond_limit_plan_cases``).
+
+    check_plan_coverage plans ``len(case.chunk_bounds())`` chunks (every batch's) by B * HV,
+    so a fixed batch costs it B times its tasks: B stays small here."""
+    if draw(st.integers(0, 19)) < 19:
+        plan_sizes = sizes.scaled(max_tasks=sizes.plan_tasks, max_tokens=sizes.plan_tasks * 8,
+                                  max_seqs=max(sizes.max_seqs, 64), max_batch=min(sizes.max_batch, 4),
+                                  max_value_heads=max(sizes.max_value_heads, 32))
+        return draw(cases(plan_sizes, backend))
+    return draw(beyond_limit_plan_cases(backend))
+
+
+def case_strategy(kind: str, sizes: Sizes, backend: str, **flags: Any) -> st.SearchStrategy[Case]:
+    """The case strategy of a profile kind: "small" (cases), "mixed" (cases, some large) or "large"."""
+    if kind == "small":
+        return cases(sizes, backend, **flags)
+    if kind == "mixed":
+        return st.one_of(cases(sizes, backend, **flags), large_cases(sizes, backend, **flags))
+    if kind == "large":
+        return large_cases(sizes, backend, **flags)
+    raise ValueError(f"kind must be 'small', 'mixed' or 'large', got {kind!r}")
+
+
+# ----------------------------------------------------------------------------- features
+
+
+def layout_features(case: Case) -> set[str]:
+    """Names of the layout features a case exercises (what tests/test_strategies.py counts)."""
+    BT = case.BT
+    lengths = case.seq_lens
+    out = {"varlen" if case.cu_seqlens is not None else "fixed"}
+    out.add("one_sequence" if len(lengths) == 1 else "many_sequences")
+    if 0 in lengths:
+        out.add("empty_sequence")
+    if case.T == 0:
+        out.add("no_tokens")
+    for n, name in ((1, "length_1"), (BT - 1, "length_BT-1"), (BT, "length_BT"), (BT + 1, "length_BT+1")):
+        if n in lengths:
+            out.add(name)
+    nonempty = [n for n in lengths if n]
+    if case.cu_seqlens is not None and len(nonempty) > 1 and all(n % BT == 0 for n in nonempty):
+        out.add("multiples_of_BT")
+    if len(lengths) >= 3 and max(lengths) > 2 * BT and sorted(lengths)[-2] <= BT // 2:
+        out.add("long_among_short")
+    if case.cu_seqlens is None and case.T % BT:
+        out.add("T_not_multiple_of_BT")
+    if case.cu_seqlens is None and case.B > 1:
+        out.add("batch")
+    if len(lengths) >= 100:
+        out.add("hundreds_of_sequences")
+    if len(case.chunk_bounds()) * case.HV > BLOCK_LIMIT:
+        out.add("tasks_beyond_block_limit")
+    if case.B * case.HV > BLOCK_LIMIT:
+        out.add("batch_heads_beyond_block_limit")
+    return out
+
+
+
+def describe(case: Case) -> str:
+    """One line naming a case's shape."""
+    layout = f"cu_seqlens={list(case.cu_seqlens)}" if case.cu_seqlens is not None else f"B={case.B} T={case.T}"
+    return (f"{layout} H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT} {case.dtype} "
+            f"use_g={case.use_g} {case.dist} seed={case.seed} knobs={case.knobs}")

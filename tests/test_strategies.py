@@ -1,0 +1,215 @@
+"""The fuzz strategies draw valid, plannable cases, cover every layout feature, stay within
+their cost budgets, and shrink to tiny cases."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
+
+try:
+    import fuzz  # noqa: F401  (importable when pytest runs from the repository root via python -m)
+except ImportError:  # plain `pytest tests/`: put the repository root on the path for the fuzz package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fuzz import profiles
+from fuzz.strategies import (
+    BLOCK_LIMIT,
+    CPU_SIZES,
+    VARLEN_KINDS,
+    bad_input_cases,
+    beyond_limit_plan_cases,
+    case_host_bytes,
+    cases,
+    corruptions_adding_cu_seqlens,
+    fit_lengths,
+    large_cases,
+    layout_features,
+    num_chunks,
+    plan_cases,
+    tiles_per_task,
+    varlen_lengths,
+)
+from wy_ascend.backends import BACKENDS
+from wy_ascend.planning import plan
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
+from wy_ascend.validation import validate
+
+QUIET = settings(database=None, derandomize=True, deadline=None, phases=[Phase.generate],
+                 suppress_health_check=list(HealthCheck))
+
+
+def draw_many(strategy: st.SearchStrategy, n: int) -> list:
+    """``n`` examples of ``strategy`` (deterministic: derandomized, no database)."""
+    out: list = []
+
+    @settings(QUIET, max_examples=n)
+    @given(strategy)
+    def collect(x: object) -> None:
+        out.append(x)
+
+    collect()
+    return out
+
+
+@pytest.fixture(scope="module")
+def drawn() -> list[Case]:
+    return draw_many(cases(), 400)
+
+
+def tasks(case: Case) -> int:
+    return len(case.chunk_bounds()) * case.HV
+
+
+def test_cases_are_valid_and_plannable(drawn: list[Case]) -> None:
+    for case in drawn:
+        assert case.backend == "cpu" and case.corruption is None
+        assert case.HV % case.H == 0 and 16 <= case.K <= 256 and 16 <= case.V <= 256
+        assert supported(case), case
+        if case.cu_seqlens is not None:
+            assert case.B == 1 and case.cu_seqlens[0] == 0 and case.T == case.cu_seqlens[-1]
+            assert all(a <= b for a, b in zip(case.cu_seqlens, case.cu_seqlens[1:]))
+        assert case.B * case.T <= CPU_SIZES.max_tokens
+        # The planner accepts every knob combination (DeviceSpec validates them).
+        spec = BACKENDS["cpu"].spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores")))
+        plan("bwd", NT=max(1, len(case.chunk_bounds())), BH=case.B * case.HV, BT=case.BT, K=case.K, V=case.V,
+             spec=spec)
+
+
+def test_inputs_pass_validation(drawn: list[Case]) -> None:
+    for case in drawn[:120]:
+        x = case.build_inputs()
+        p = validate(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens, dw=x.dw, du=x.du)
+        assert (p.B, p.T, p.H, p.HV, p.K, p.V, p.BT) == (case.B, case.T, case.H, case.HV, case.K, case.V, case.BT)
+        assert p.NT * p.B == len(case.chunk_bounds())
+
+
+def test_cost_budget(drawn: list[Case]) -> None:
+    """Tasks x tiles stay within max_tasks (the interpreter's cost unit), so CPU runs stay short."""
+    for case in drawn:
+        factor = max(1, tiles_per_task("cpu", case.BT, case.K, case.V, case.knobs) // 2)
+        assert tasks(case) * factor <= max(CPU_SIZES.max_tasks, case.HV * factor), case
+
+
+def test_every_field_varies(drawn: list[Case]) -> None:
+    seen = {name: Counter(getattr(c, name) for c in drawn) for name in ("H", "BT", "dtype", "use_g", "dist")}
+    assert set(seen["BT"]) == {16, 32, 64, 128}
+    assert set(seen["dtype"]) == {"float32", "bfloat16", "float16"}
+    assert set(seen["use_g"]) == {True, False}
+    assert len(seen["dist"]) == 5 and 1 in seen["H"]
+    ratios = Counter(c.HV // c.H for c in drawn)
+    assert {1, 2, 3, 4, 6, 8} <= set(ratios)
+    dims = {c.K for c in drawn} | {c.V for c in drawn}
+    assert {16, 17, 24, 100, 256} <= dims and any(d & (d - 1) and d not in CPU_SIZES.dims for d in dims)
+    knobs = Counter(k for c in drawn for k in c.knobs)
+    assert set(knobs) == {"max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks"}
+    assert any(c.knobs.get("max_blocks") == 1 for c in drawn)
+    assert any(c.knobs.get("mode") == "grid" for c in drawn)
+    assert any(c.knobs.get("ub_bytes") == 48 * 1024 for c in drawn)
+    assert sum(not c.knobs for c in drawn) >= 20  # default knobs are common
+
+
+def test_layout_features_of_cases(drawn: list[Case]) -> None:
+    features = Counter(f for c in drawn for f in layout_features(c))
+    for name in ("fixed", "varlen", "one_sequence", "many_sequences", "empty_sequence", "length_1", "length_BT-1",
+                 "length_BT", "length_BT+1", "T_not_multiple_of_BT", "batch", "multiples_of_BT"):
+        assert features[name] >= 3, (name, features)
+
+
+def test_varlen_layout_features() -> None:
+    """Every varlen layout family and feature appears, under a generous chunk budget."""
+    features: Counter[str] = Counter()
+    for BT in (16, 64):
+        for lengths in draw_many(varlen_lengths(BT, CPU_SIZES, max_chunks=20), 300):
+            cu = [0]
+            for n in lengths:
+                cu.append(cu[-1] + n)
+            case = Case(cu_seqlens=tuple(cu), BT=BT)
+            features.update(layout_features(case))
+            assert num_chunks(lengths, BT) <= 20 and case.T <= CPU_SIZES.max_tokens
+    for name in ("one_sequence", "many_sequences", "empty_sequence", "length_1", "length_BT-1", "length_BT",
+                 "length_BT+1", "multiples_of_BT", "long_among_short", "no_tokens"):
+        assert features[name] >= 5, (name, features)
+    assert len(VARLEN_KINDS) == 6
+
+
+def test_fit_lengths() -> None:
+    assert fit_lengths([10, 20, 30], BT=16, max_chunks=10, max_tokens=35) == [10, 20, 5]
+    assert fit_lengths([40, 5], BT=16, max_chunks=2, max_tokens=100) == [32]
+    assert fit_lengths([0, 0, 3], BT=16, max_chunks=0, max_tokens=100) == [0, 0]
+    assert fit_lengths([5], BT=16, max_chunks=0, max_tokens=0) == [0]
+
+
+def test_flags() -> None:
+    for case in draw_many(cases(varlen=True), 60):
+        assert case.cu_seqlens is not None
+    for case in draw_many(cases(varlen=False), 60):
+        assert case.cu_seqlens is None
+    for case in draw_many(cases(grouped=True), 60):
+        assert case.HV > case.H
+    for case in draw_many(cases(partition_knobs=True), 60):
+        assert any(k in case.knobs for k in PARTITION_KNOBS)
+
+
+def test_bad_input_cases() -> None:
+    drawn = draw_many(bad_input_cases(), 300)
+    assert len({c.corruption for c in drawn}) >= len(CORRUPTIONS) - 3  # test_bad_input also runs each explicitly
+    adds_cu = corruptions_adding_cu_seqlens()
+    assert "cu_not_starting_at_0" in adds_cu and "k_3d" not in adds_cu
+    for c in drawn:
+        assert c.T >= 1 and (c.corruption not in adds_cu or c.B == 1)
+
+
+def test_plan_cases_cross_the_block_limit() -> None:
+    drawn = draw_many(plan_cases(), 300)
+    assert any(tasks(c) > BLOCK_LIMIT for c in drawn)
+    assert max(len(c.chunk_bounds()) * c.B * c.HV for c in drawn) <= 4 * 2 * BLOCK_LIMIT + 10**5
+    beyond = draw_many(beyond_limit_plan_cases(), 40)
+    assert any(c.HV > BLOCK_LIMIT for c in beyond) and any(len(c.chunk_bounds()) * c.HV > BLOCK_LIMIT for c in beyond)
+    assert all(c.B == 1 for c in beyond)
+
+
+def test_large_cases() -> None:
+    """Accelerator-sized cases: past the block limit on the task grid or the batch-head axis, and
+    packed batches of hundreds of sequences and up to millions of tokens, within the byte budget."""
+    sizes = profiles.LARGE_SIZES.scaled(large_bytes=64 * 2**30)
+    drawn = draw_many(large_cases(sizes, "cpu"), 40)
+    features = Counter(f for c in drawn for f in layout_features(c))
+    assert features["tasks_beyond_block_limit"] >= 5
+    assert features["batch_heads_beyond_block_limit"] >= 3
+    assert features["hundreds_of_sequences"] >= 3
+    assert max(c.T for c in drawn if c.cu_seqlens is not None) >= 10**6
+    assert all(case_host_bytes(c) <= sizes.large_bytes for c in drawn)
+    for c in draw_many(large_cases(sizes, "npu", varlen=False), 10):
+        assert c.BT in (16, 32, 64) and c.cu_seqlens is None  # BT=128 does not fit the 910B's UB
+
+
+def test_shrinks_to_the_simplest_case() -> None:
+    simplest = find(cases(), lambda c: True, settings=QUIET)
+    assert simplest == Case(B=1, T=1, H=1, HV=1, K=16, V=16, BT=16, dtype="float32", use_g=False,
+                            dist="realistic", seed=0, knobs={}, backend="cpu")
+    # A condition on several fields shrinks everything else away.
+    case = find(cases(varlen=True), lambda c: len(c.seq_lens) >= 3 and c.use_g and c.dtype == "bfloat16",
+                settings=settings(QUIET, phases=list(Phase), max_examples=2000))
+    assert case.cu_seqlens is not None and len(case.seq_lens) == 3 and case.T <= 3
+    assert (case.H, case.HV, case.K, case.V, case.BT, case.seed, case.knobs, case.dist) == (
+        1, 1, 16, 16, 16, 0, {}, "realistic")
+    big = find(cases(), lambda c: tasks(c) >= 8, settings=settings(QUIET, phases=list(Phase), max_examples=2000))
+    assert 8 <= tasks(big) <= 12 and big.knobs == {} and big.seed == 0 and big.dtype == "float32"
+
+
+def test_profiles() -> None:
+    for profile in profiles.PROFILES.values():
+        assert set(profile.examples) == set(profiles.PROPERTY_NAMES)
+        assert profile.hypothesis_settings().deadline is None
+    assert profiles.PROFILES["ci"].hypothesis_settings().derandomize
+    assert profiles.PROFILES["ci"].hypothesis_settings().database is None
+    assert profiles.PROFILES["dev"].hypothesis_settings().database is not None
+    with pytest.raises(ValueError, match="profile must be one of"):
+        profiles.select("nope")
