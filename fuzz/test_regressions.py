@@ -32,14 +32,19 @@ def run_backend(config: pytest.Config) -> str:
 
 
 def test_store_files_parse() -> None:
-    """Every file in the store reads back (valid JSON, known schema, property and case)."""
+    """Every file in the store reads back (valid JSON, known schema, property and case) and
+    is still named after its content (a stored case is never edited: regressions/README.md)."""
     errors = []
     for path in FILES:
         try:
-            load(path)
+            stored = load(path)
         except RegressionFileError as e:
             errors.append(str(e))
-    assert not errors, "malformed regression files:\n" + "\n".join(errors)
+            continue
+        if stored.expected_name != path.name:
+            errors.append(f"{path}: the name does not match the content (expected {stored.expected_name}): "
+                          "the stored property or case was edited; restore it and fix the code instead")
+    assert not errors, "bad regression files:\n" + "\n".join(errors)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])

@@ -216,6 +216,16 @@ def test_malformed_files(tmp_path: Path, kind: str) -> None:
     assert isinstance(info.value, ValueError)
 
 
+def test_expected_name_detects_edits(tmp_path: Path) -> None:
+    path = record_failure("oracle", CASE, FAILURE, tmp_path)
+    assert load(path).expected_name == path.name
+    data = json.loads(path.read_text())
+    data["case"]["seed"] = 7
+    data["failure"]["message"] = "edited"  # the failure is not part of the identity, the case is
+    path.write_text(json.dumps(data))
+    assert load(path).expected_name == file_name("oracle", CASE.replace(seed=7)) != path.name
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(RegressionFileError, match="missing.json: cannot read"):
         load(tmp_path / "missing.json")

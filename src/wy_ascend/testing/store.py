@@ -41,9 +41,11 @@ def regressions_dir() -> Path:
     return Path(os.environ.get(STORE_ENV) or "regressions")
 
 
-def case_hash(property_name: str, case: Case) -> str:
-    """Short sha256 of the canonical JSON of (property, case): the file's identity."""
-    canonical = json.dumps({"property": property_name, "case": case.to_dict()}, sort_keys=True,
+def case_hash(property_name: str, case: Case | dict[str, Any]) -> str:
+    """Short sha256 of the canonical JSON of (property, case): the file's identity. ``case``
+    may be the case dict as stored (so a file's name can be checked against its content)."""
+    case_dict = case.to_dict() if isinstance(case, Case) else case
+    canonical = json.dumps({"property": property_name, "case": case_dict}, sort_keys=True,
                            separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
 
@@ -187,6 +189,9 @@ class StoredCase:
     backend: str
     versions: dict[str, Any]
     date: str
+    # <property>-<hash of the stored property and case>.json: differs from path.name
+    # when the file's case was edited after it was recorded.
+    expected_name: str = ""
 
 
 # Top-level fields: name -> (allowed types, description for messages).
@@ -261,8 +266,9 @@ def load(path: Path | str) -> StoredCase:
         case = Case.from_dict(case_dict)
     except (TypeError, ValueError, IndexError, KeyError) as e:
         raise _bad(path, "case", f"is not a valid case: {e}") from e
+    expected = f"{data['property']}-{case_hash(data['property'], case_dict)}.json"
     return StoredCase(path, version, data["property"], case, data["failure"], data["backend"], data["versions"],
-                      data["date"])
+                      data["date"], expected)
 
 
 def iter_store(directory: Path | str | None = None) -> list[Path]:
