@@ -16,8 +16,9 @@ worker's device. ``WY_ASCEND_NO_DEVICE_MAP=1`` turns the binding off.
 Every run prints Hypothesis' statistics and a summary (cases per property, failures, cases per
 second) and writes the report: ``{profile, backend, properties: {name: {cases, failures,
 seconds, cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds,
-total_cases, cases_per_second}``. It is only written when a property test ran (a replay of
-regressions/ alone leaves an earlier report in place).
+total_cases, cases_per_second, workers: {worker: device}, tests: {nodeid: outcome}}``. It is
+only written when a property test ran (a replay of regressions/ alone leaves an earlier
+report in place).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import pytest
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, RunConfig, select
 
 _KEY = "wy_fuzz"
+_WORKER_KEY = "wy_fuzz_worker"
 
 
 def _add(group: Any, *args: Any, **kwargs: Any) -> None:
@@ -112,6 +114,7 @@ class FuzzReport:
         self.properties: dict[str, dict[str, Any]] = {}
         self.failures: list[dict[str, Any]] = []
         self.tests: dict[str, str] = {}
+        self.devices: dict[str, str | None] = {}
         self.is_worker = hasattr(config, "workerinput")
         self.final: dict[str, Any] | None = None
 
@@ -134,6 +137,8 @@ class FuzzReport:
             tally = TALLY.drain()
             if tally["cases"] or tally["failures"]:
                 report.user_properties.append((_KEY, tally))
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            report.user_properties.append((_WORKER_KEY, {"worker": worker, "device": self.bound}))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -143,6 +148,8 @@ class FuzzReport:
         if report.when == "call" or report.failed:
             self.tests[report.nodeid] = report.outcome
         for key, tally in report.user_properties:
+            if key == _WORKER_KEY:
+                self.devices[tally["worker"]] = tally["device"]
             if key != _KEY:
                 continue
             for name, n in tally["cases"].items():
@@ -179,7 +186,7 @@ class FuzzReport:
             "total_cases": total,
             "elapsed_seconds": round(elapsed, 3),
             "cases_per_second": round(total / elapsed, 3) if elapsed else None,
-            "workers": int(getattr(self.config.option, "numprocesses", 0) or 0),
+            "workers": dict(sorted(self.devices.items())),  # xdist worker -> device it bound (None: none)
             "tests": dict(sorted(self.tests.items())),
         }
 

@@ -13,11 +13,13 @@ large      npu / cuda  few examples sized near device memory: launches past the 
 =========  ==========  ===========================================================================
 
 Selection: ``--profile NAME`` (pytest option) > ``WY_ASCEND_PROFILE`` > ``dev``; the backend:
-``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``. The profiles are also registered as
-Hypothesis settings profiles under the same names. The example database (all but ``ci``) is a
-``DirectoryBasedExampleDatabase`` at ``WY_ASCEND_HYPOTHESIS_DB`` (default ``.hypothesis/examples``
-in the repository), one directory that every xdist worker shares. It is a cache; minimized
-failures are stored as JSON in ``regressions/`` (wy_ascend.testing.store).
+``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``. ``WY_ASCEND_FUZZ_SCALE`` multiplies every
+example budget; ``WY_ASCEND_LARGE_BYTES`` bounds the host bytes of a large case (default 96 GiB).
+The profiles are also registered as Hypothesis settings profiles under the same names. The
+example database (all but ``ci``) is a ``DirectoryBasedExampleDatabase`` at
+``WY_ASCEND_HYPOTHESIS_DB`` (default ``.hypothesis/examples`` in the repository), one directory
+that every xdist worker shares. It is a cache; minimized failures are stored as JSON in
+``regressions/`` (wy_ascend.testing.store).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ PROFILE_ENV = "WY_ASCEND_PROFILE"
 BACKEND_ENV = "WY_ASCEND_BACKEND"
 DATABASE_ENV = "WY_ASCEND_HYPOTHESIS_DB"
 REPORT_ENV = "WY_ASCEND_FUZZ_REPORT"
+SCALE_ENV = "WY_ASCEND_FUZZ_SCALE"  # multiplies every example budget (e.g. 0.1 for a smoke run, 5 for a soak)
 DEFAULT_PROFILE = "dev"
 DEFAULT_BACKEND = "cpu"
 DEFAULT_REPORT = "fuzz-report.json"
@@ -72,8 +75,9 @@ class Profile:
         return settings(**kw)
 
     def settings_for(self, prop: str) -> settings:
-        """Decorator settings of one property's test."""
-        return settings(self.hypothesis_settings(), max_examples=self.examples[prop])
+        """Decorator settings of one property's test (budget times ``WY_ASCEND_FUZZ_SCALE``, default 1)."""
+        scale = float(os.environ.get(SCALE_ENV) or 1.0)
+        return settings(self.hypothesis_settings(), max_examples=max(1, round(self.examples[prop] * scale)))
 
 
 # Budgets measured on the 2-core CPU (fuzz-report.json of `nox -s fuzz -- --profile ci`, single
@@ -82,10 +86,10 @@ class Profile:
 # bad_input ~0.1, plan_coverage ~0.005.
 CI_EXAMPLES = {"oracle": 100, "launch_invariance": 40, "varlen_split": 40, "grouped_heads": 30,
                "plan_coverage": 1000, "bad_input": 250}
-NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, max_batch=8, max_heads=8,
+NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
                       max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
-LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, max_batch=8, max_heads=4,
+LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, split_seqs=300, max_batch=8, max_heads=4,
                     max_value_heads=32, dims=(64, 128), plan_tasks=2**20, large_tokens=2**24,
                     large_bytes=int(os.environ.get("WY_ASCEND_LARGE_BYTES", 96 * 2**30)))
 

@@ -56,6 +56,7 @@ class Sizes:
     max_tokens: int = 300  # tokens per case (B * T, or cu_seqlens[-1])
     max_tasks: int = 20  # chunks x value heads x (K/V tiles per task / 2), the interpreter's cost unit
     max_seqs: int = 24  # sequences in a varlen batch
+    split_seqs: int = 8  # sequences in a varlen_split case (each one also runs alone)
     max_batch: int = 4  # B of a fixed batch
     max_heads: int = 4  # key heads H
     max_value_heads: int = 16  # value heads HV

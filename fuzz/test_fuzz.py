@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
-from fuzz.strategies import bad_input_cases, case_strategy, plan_cases
+from fuzz.strategies import Sizes, bad_input_cases, case_strategy, plan_cases
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import CORRUPTIONS, run_property
@@ -23,8 +23,8 @@ RUN = current()
 PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
 
 
-def _cases(**flags: Any) -> Any:
-    return case_strategy(PROFILE.kind, SIZES, BACKEND, **flags)
+def _cases(sizes: Sizes = SIZES, **flags: Any) -> Any:
+    return case_strategy(PROFILE.kind, sizes, BACKEND, **flags)
 
 
 def _note(error: BaseException, note: str) -> None:
@@ -74,7 +74,7 @@ def test_launch_invariance(case: Case) -> None:
 
 
 @PROFILE.settings_for("varlen_split")
-@given(case=_cases(varlen=True))
+@given(case=_cases(SIZES.scaled(max_seqs=SIZES.split_seqs), varlen=True))
 def test_varlen_split(case: Case) -> None:
     check("varlen_split", case)
 
