@@ -108,6 +108,17 @@ def regress(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def replay(session: nox.Session) -> None:
+    """Replay the regression files given as posargs and print case, verdict and metrics (wy-ascend replay)."""
+    backend = install(session, "test")
+    files = _without_backend(list(session.posargs))
+    if not files:
+        session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME]")
+    for path in files:
+        session.run("wy-ascend", "replay", path, "--backend", backend, env=_env(backend))
+
+
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (pytest benchmarks/ with pytest-benchmark); the peer (fla-core) on CUDA backends."""
     backend = backend_of(session)
