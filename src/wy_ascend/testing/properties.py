@@ -35,7 +35,7 @@ from .. import reference
 from ..backends import BACKENDS, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
-from ..planning import UnsupportedProblemError, plan, program_tasks
+from ..planning import UB_SAFETY_MARGIN, UnsupportedProblemError, plan, program_tasks, ub_footprint
 from ..validation import SUPPORTED_BT
 from .case import Case, Inputs
 
@@ -221,7 +221,8 @@ def check_grouped_heads(case: Case) -> Metrics:
 
 
 def check_plan_coverage(case: Case) -> Metrics:
-    """Every plan of the case covers each (chunk, head) task exactly once within the limits."""
+    """Every plan of the case covers each (chunk, head) task exactly once within the limits,
+    and its tiles fit the unified buffer the case gives (the UB model with its margin)."""
     backend = BACKENDS[backend_name(case)]
     spec = backend.spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
     NT = len(case.chunk_bounds())
@@ -229,6 +230,12 @@ def check_plan_coverage(case: Case) -> Metrics:
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
         p = plan(kernel, NT=NT, BH=BH, BT=case.BT, K=case.K, V=case.V, spec=spec)
+        if spec.ub_bytes is not None:
+            footprint = ub_footprint(kernel, case.BT, max(p.BK, p.BV))
+            if footprint > spec.ub_bytes * UB_SAFETY_MARGIN:
+                raise PropertyFailure(
+                    f"{kernel}: tiles BK={p.BK} BV={p.BV} need {footprint} bytes of UB > "
+                    f"{spec.ub_bytes} x {UB_SAFETY_MARGIN}", {"footprint": footprint, "ub_bytes": spec.ub_bytes})
         seen: dict[tuple[int, int], int] = {}
         for launch in p.launches:
             if spec.max_blocks is not None and launch.blocks > spec.max_blocks:
