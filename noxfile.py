@@ -2,7 +2,7 @@
 
     nox                                  # the default sessions: tests, fuzz, regress, lint (CPU)
     nox -s fuzz                          # fuzz suite, dev profile, cpu backend (Triton interpreter)
-    nox -s fuzz -- --profile ci          # what CI runs: derandomized, ~5-7 min on 2 cores (cpu: -n auto)
+    nox -s fuzz -- --profile ci          # what CI runs: derandomized, ~4 min on 2 cores (cpu: -n auto)
     nox -s fuzz -- --profile nightly --backend npu -n 8    # one xdist worker per NPU
     nox -s regress -- --backend cuda     # replay every case in regressions/
     nox -s bench -- --backend cuda

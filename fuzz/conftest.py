@@ -15,7 +15,7 @@ worker's device. ``WY_ASCEND_NO_DEVICE_MAP=1`` turns the binding off.
 
 Every run prints Hypothesis' statistics and a summary (cases per property, failures, cases per
 second) and writes the report: ``{profile, backend, properties: {name: {cases, failures,
-seconds, cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds,
+seconds, cpu_seconds, cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds,
 total_cases, cases_per_second, workers: {worker: device}, tests: {nodeid: outcome}}``. It is
 only written when a property test ran (a replay of regressions/ alone leaves an earlier
 report in place).
@@ -156,6 +156,7 @@ class FuzzReport:
                 entry = self._entry(name)
                 entry["cases"] += n
                 entry["seconds"] += tally["seconds"].get(name, 0.0)
+                entry["cpu_seconds"] += tally.get("cpu_seconds", {}).get(name, 0.0)
             for failure in tally["failures"]:
                 self._entry(failure["property"])["failures"] += 1
                 self.failures.append({**failure, "test": report.nodeid})
@@ -167,13 +168,13 @@ class FuzzReport:
                                   "test": report.nodeid})
 
     def _entry(self, name: str) -> dict[str, Any]:
-        return self.properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0})
+        return self.properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
 
     def summary(self) -> dict[str, Any]:
         elapsed = time.perf_counter() - self.start
         total = sum(p["cases"] for p in self.properties.values())
         props = {
-            name: {**p, "seconds": round(p["seconds"], 3),
+            name: {**p, "seconds": round(p["seconds"], 3), "cpu_seconds": round(p["cpu_seconds"], 3),
                    "cases_per_second": round(p["cases"] / p["seconds"], 3) if p["seconds"] else None}
             for name, p in sorted(self.properties.items())
         }
@@ -202,10 +203,11 @@ class FuzzReport:
         tr.section("wy_ascend fuzz summary")
         tr.write_line(f"profile {s['profile']}, backend {s['backend']}, {s['total_cases']} cases in "
                       f"{s['elapsed_seconds']:.1f} s ({s['cases_per_second']} cases/s)")
-        tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cases/s':>10}")
+        tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cpu s':>10}{'cases/s':>10}")
         for name, p in s["properties"].items():
             rate = f"{p['cases_per_second']:.2f}" if p["cases_per_second"] else "-"
-            tr.write_line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}{rate:>10}")
+            tr.write_line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}"
+                          f"{p['cpu_seconds']:>10.1f}{rate:>10}")
         for f in s["failures"]:
             tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
             tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")
