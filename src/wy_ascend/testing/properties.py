@@ -225,7 +225,8 @@ def check_plan_coverage(case: Case) -> Metrics:
     and its tiles fit the unified buffer the case gives (the UB model with its margin)."""
     backend = BACKENDS[backend_name(case)]
     spec = backend.spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
-    NT = len(case.chunk_bounds())
+    # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by B * HV.
+    NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
     BH = case.B * case.HV
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
