@@ -69,6 +69,10 @@ def test_oracle(case: Case) -> None:
 
 @PROFILE.settings_for("launch_invariance")
 @given(case=_cases(partition_knobs=True))
+# Both launch shapes split along both task axes, always run: a 3-chunk, 2-head problem
+# under a 1-block limit (grid: one launch per task) and 1-task launches (core grid).
+@example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs={"mode": "grid", "max_blocks": 1}))
+@example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs={"mode": "persistent", "max_tasks": 1}))
 def test_launch_invariance(case: Case) -> None:
     check("launch_invariance", case)
 
