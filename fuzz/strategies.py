@@ -126,9 +126,7 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
     default_mode = BACKENDS[backend].mode
     modes = (default_mode, "grid" if default_mode == "persistent" else "persistent")
     values: dict[str, st.SearchStrategy[Any]] = {
-        # Limits of 1-3 blocks are drawn often: below B*HV they split the chunk axis too.
-        "max_blocks": st.sampled_from((BLOCK_LIMIT, 4096, 1000, 257)) if large else st.one_of(
-            st.integers(1, 3), st.integers(1, 64)),
+        "max_blocks": st.sampled_from((BLOCK_LIMIT, 4096, 1000, 257)) if large else st.integers(1, 64),
         "num_cores": st.sampled_from((20, 24, 1, 7, 132)) if large else st.integers(1, 48),
         "mode": st.sampled_from(modes),
         "max_tasks": st.sampled_from((2**20, 65536, 100_003)) if large else st.integers(1, 64),
