@@ -1,0 +1,97 @@
+"""Launch planning as pure data: coverage, limits and the UB model, without a device."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wy_ascend.planning import (
+    MIN_TILE,
+    UB_SAFETY_MARGIN,
+    DeviceSpec,
+    UnsupportedProblemError,
+    plan,
+    program_tasks,
+    split_rectangle,
+    ub_footprint,
+    ub_tile,
+)
+
+
+def covered(p, mode) -> list[tuple[int, int]]:
+    tasks = []
+    for launch in p.launches:
+        programs = ([(x, y) for x in range(launch.grid[0]) for y in range(launch.grid[1])] if mode == "grid"
+                    else [(q,) for q in range(launch.grid[0])])
+        for prog in programs:
+            tasks += program_tasks(launch, mode, prog)
+    return tasks
+
+
+specs = st.builds(
+    DeviceSpec,
+    name=st.just("test"),
+    mode=st.sampled_from(["grid", "persistent"]),
+    max_grid=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    max_blocks=st.one_of(st.none(), st.integers(1, 20)),
+    num_cores=st.integers(1, 12),
+    ub_bytes=st.none(),
+    max_tasks=st.integers(1, 30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(NT=st.integers(0, 40), BH=st.integers(0, 12), spec=specs)
+def test_every_task_exactly_once_within_the_limits(NT, BH, spec):
+    p = plan("fwd", NT=NT, BH=BH, BT=16, K=16, V=16, spec=spec)
+    tasks = covered(p, spec.mode)
+    assert sorted(tasks) == [(t, b) for t in range(NT) for b in range(BH)]
+    for launch in p.launches:
+        if spec.max_blocks is not None:
+            assert launch.blocks <= spec.max_blocks
+        if spec.mode == "grid":
+            assert launch.grid[0] <= spec.max_grid[0] and launch.grid[1] <= spec.max_grid[1]
+        else:
+            assert launch.tasks <= spec.max_tasks and launch.grid[0] <= spec.num_cores
+
+
+def test_ascend_limit_splits_a_big_grid():
+    spec = DeviceSpec("npu", "grid", (65535, 65535), 65535, 24, 192 * 1024)
+    p = plan("fwd", NT=70_000, BH=4, BT=64, K=128, V=128, spec=spec)
+    assert p.num_launches > 1 and all(launch.blocks <= 65535 for launch in p.launches)
+    assert sum(launch.tasks for launch in p.launches) == 280_000
+
+
+def test_split_rectangle_rejects_bad_limits():
+    with pytest.raises(ValueError, match="max_t must be a positive int, got 0"):
+        split_rectangle(4, 4, 0, 1, None)
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+@pytest.mark.parametrize("BT", [16, 32, 64, 128])
+def test_ub_tiles_fit_the_model(kernel, BT):
+    ub = 192 * 1024
+    for dim in (16, 48, 80, 128, 256):
+        tile = ub_tile(BT, dim, kernel, ub, 128)
+        if tile is None:
+            assert ub_footprint(kernel, BT, MIN_TILE) > ub * UB_SAFETY_MARGIN
+            continue
+        assert tile >= MIN_TILE and tile & (tile - 1) == 0
+        assert ub_footprint(kernel, BT, tile) <= ub * UB_SAFETY_MARGIN
+        # the widest that fits: twice the tile would overflow or exceed the dim/cap
+        assert tile * 2 > min(128, max(MIN_TILE, 1 << (dim - 1).bit_length())) or \
+            ub_footprint(kernel, BT, tile * 2) > ub * UB_SAFETY_MARGIN
+
+
+def test_bt_that_cannot_fit_is_a_clear_error():
+    spec = DeviceSpec("npu", "persistent", (65535, 65535), 65535, 24, 192 * 1024)
+    with pytest.raises(UnsupportedProblemError, match="BT=128 does not fit the bwd kernel"):
+        plan("bwd", NT=1, BH=1, BT=128, K=64, V=64, spec=spec)
+
+
+def test_device_spec_rejects_nonsense():
+    with pytest.raises(ValueError, match="mode must be 'grid' or 'persistent'"):
+        DeviceSpec("x", "tiles", (1, 1), None, 1, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_cores must be a positive int, got 0"):
+        DeviceSpec("x", "grid", (1, 1), None, 0, None)
