@@ -53,18 +53,23 @@ class _Call:
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return _new(shape, dtype, self.problem.device, self.config.poison_outputs)
 
-    def launch(self, **tensors: torch.Tensor | None) -> None:
-        """Run every launch of the plan; offsets and sizes are runtime arguments."""
+    def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,
+               **tensors: torch.Tensor | None) -> None:
+        """Run every launch of the plan on the op's inputs (made contiguous, beta/g in the
+        backend's layout) and ``tensors``; offsets and sizes are runtime arguments."""
         p = self.problem
+        inputs = dict(k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, self.head_major),
+                      g=_gate_layout(g, self.head_major), A=A.contiguous())
+        lowp_dot = self.backend.lowp_dot(p.dtype, self.plan.BK, self.plan.BV)
         persistent = self.plan.mode == "persistent"
         for launch in self.plan.launches:
             self.kernel[launch.grid](  # type: ignore[index]
-                **tensors, **self.varlen_args,
+                **inputs, **tensors, **self.varlen_args,
                 T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
                 num_tasks=launch.tasks, num_programs=launch.grid[0],
                 H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                 USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                LOWP_DOT=self.backend.lowp_dot(p.dtype, self.plan.BK, self.plan.BV), PERSISTENT=persistent,
+                LOWP_DOT=lowp_dot, PERSISTENT=persistent,
             )
 
 
@@ -90,10 +95,7 @@ def recompute_w_u_fwd(
     call = _Call("fwd", p, backend, config, cu_seqlens)
     w = call.new((p.B, p.T, p.HV, p.K), p.dtype)
     u = call.new((p.B, p.T, p.HV, p.V), p.dtype)
-    call.launch(
-        k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, call.head_major), g=_gate_layout(g, call.head_major),
-        A=A.contiguous(), w=w, u=u,
-    )
+    call.launch(k, v, beta, g, A, w=w, u=u)
     return w, u
 
 
@@ -125,10 +127,7 @@ def prepare_wy_repr_bwd(
     gate_shape = (p.B, p.HV, p.T) if call.head_major else (p.B, p.T, p.HV)
     dbeta = call.new(gate_shape, beta.dtype)
     dg = call.new(gate_shape, g.dtype) if g is not None else None
-    call.launch(
-        k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, call.head_major), g=_gate_layout(g, call.head_major),
-        A=A.contiguous(), dw=dw.contiguous(), du=du.contiguous(), dk=dk_hv, dv=dv, dbeta=dbeta, dg=dg,
-    )
+    call.launch(k, v, beta, g, A, dw=dw.contiguous(), du=du.contiguous(), dk=dk_hv, dv=dv, dbeta=dbeta, dg=dg)
     dk = dk_hv.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3).to(p.dtype) if grouped else dk_hv
     dbeta = _from_gate_layout(dbeta, call.head_major)
     if dg is not None:
