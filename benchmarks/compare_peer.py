@@ -1,9 +1,12 @@
 """Side-by-side timing of wy_ascend against fla-core's CUDA kernels on the named shapes.
 
-    python benchmarks/compare_peer.py [--backend cuda] [--json out.json] [--shapes NAME ...]
+    python benchmarks/compare_peer.py [--backend cuda] [--json out.json] [--shapes NAME ...] [--tile-cap N]
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median), reports
 bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio to fla.
+With grouped heads (HV > H) fla's backward returns dk per value head, which its caller
+sums over each key head's group; that sum is timed with it, since our backward returns
+dk per key head (the same outputs on both sides).
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ import sys
 import torch
 
 import wy_ascend
-from benchmarks.shapes import H200_HBM_PEAK, SHAPES
+from benchmarks.shapes import H200_HBM_PEAK, SHAPES, Shape
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "-"
 
 
 def _peer():
@@ -29,6 +41,14 @@ def _peer():
     return wy_fast
 
 
+def _peer_bwd(peer, shape: Shape, *args):
+    """fla's backward with dk summed over each key head's value heads (our op's output)."""
+    dk, *rest = peer.prepare_wy_repr_bwd(*args)
+    if shape.HV != shape.H:
+        dk = dk.view(shape.B, shape.T, shape.H, shape.HV // shape.H, shape.K).sum(3)
+    return dk, *rest
+
+
 def main(argv: list[str] | None = None) -> int:
     import triton.testing
 
@@ -36,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--json", default=None)
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
+    ap.add_argument("--tile-cap", type=int, default=None, help="LaunchConfig.tile_cap (default: the backend's)")
     args = ap.parse_args(argv)
+    config = wy_ascend.LaunchConfig(tile_cap=args.tile_cap)
     peer = _peer()
     rows = []
     for name in args.shapes:
@@ -45,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
         bwd_args = (x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], x["g"], x["cu_seqlens"])
         providers = {"wy_ascend": (
-            functools.partial(wy_ascend.recompute_w_u_fwd, *fwd_args, backend=args.backend),
-            functools.partial(wy_ascend.prepare_wy_repr_bwd, *bwd_args, backend=args.backend),
+            functools.partial(wy_ascend.recompute_w_u_fwd, *fwd_args, backend=args.backend, config=config),
+            functools.partial(wy_ascend.prepare_wy_repr_bwd, *bwd_args, backend=args.backend, config=config),
         )}
         if peer is not None:
             providers["fla"] = (functools.partial(peer.recompute_w_u_fwd, *fwd_args),
-                                functools.partial(peer.prepare_wy_repr_bwd, *bwd_args))
+                                functools.partial(_peer_bwd, peer, shape, *bwd_args))
         for prov, (f, b) in providers.items():
             for op, fn, nbytes in (("fwd", f, shape.bytes_fwd()), ("bwd", b, shape.bytes_bwd())):
                 ms = triton.testing.do_bench(fn, warmup=50, rep=200)
@@ -71,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as fh:
             import triton
 
-            versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version())
+            versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
+                            fla=_version("fla-core"))
             json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
                            command=" ".join(["python", *sys.argv]), rows=rows), fh, indent=1)
     return 0

@@ -78,19 +78,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "backward row mask dropped: a tail chunk reads the next sequence's rows into dA and A^T"),
     Mutant("bwd_k_column_mask_dropped", "kernels.py",
            "        m_k = m_t[:, None] & (o_k[None, :] < K)\n"
-           "        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)\n"
+           "        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)\n"
            "        b_dw = ",
            "        m_k = m_t[:, None]\n"
-           "        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)\n"
+           "        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)\n"
            "        b_dw = ",
            "backward K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
            "        m_v = m_t[:, None] & (o_v[None, :] < V)\n"
            "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
+           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)\n        b_du",
            "        m_v = m_t[:, None]\n"
            "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)\n        b_du",
+           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)\n        b_du",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("strict_lower_includes_diagonal", "kernels.py",
            "m_L = (o_t[:, None] > o_t[None, :]) & m_A",

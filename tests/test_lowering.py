@@ -50,6 +50,7 @@ def test_enumeration_covers_every_constexpr_value(specs) -> None:
         for flag in ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "PERSISTENT"):
             assert values(ks, flag) == {False, True}, flag
         assert values(ks, "LOWP_DOT") == {False}
+        assert values(ks, "DOT_GUARD") == {True}
         assert values(ks, "dtype") == values(ks, "gate_dtype") == set(lowering.FLOAT_DTYPES)
         assert values(ks, "index_dtype") == {None, *lowering.INDEX_DTYPES}
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)

@@ -7,7 +7,8 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         ``num_aicore`` programs, 65535-block launch limit, tiles
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
-                        autotuned warps/stages, bf16 tensor-core dot operands for bf16.
+                        autotuned warps/stages, bf16 tensor-core dot operands for bf16,
+                        A held in registers (no Ascend reload guard).
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -101,6 +102,7 @@ class Backend:
     tile_cap: int
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
     lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
+    dot_guard: bool  # reload A before each dot (Ascend's dot may clobber its left operand)
     autotune: bool
     interpret: bool
 
@@ -150,6 +152,7 @@ _NPU_SHAPE = dict(
     tile_cap=128,
     gate_head_major=True,
     lowp_dot_for_bf16=False,
+    dot_guard=True,
     autotune=False,
 )
 
@@ -165,6 +168,7 @@ BACKENDS: dict[str, Backend] = {
         tile_cap=128,
         gate_head_major=False,
         lowp_dot_for_bf16=True,
+        dot_guard=False,
         autotune=True,
         interpret=False,
     ),
@@ -249,7 +253,7 @@ def _kernels(interpret: bool) -> ModuleType:
 AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
 # Warps x stages searched per shape on CUDA. WY_ASCEND_AUTOTUNE=0 keeps only the first
 # (compile once per specialization: test and fuzz runs, where compile time dominates).
-CUDA_CONFIGS = [(4, 2), (8, 2), (4, 1), (8, 3), (2, 2)]
+CUDA_CONFIGS = [(4, 2), (8, 2), (4, 1), (8, 3), (2, 2), (2, 3), (4, 3), (2, 4), (4, 4)]
 
 
 @cache
@@ -262,7 +266,7 @@ def _autotuned(kernel_name: str) -> object:
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
-    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT"]
+    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD"]
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 

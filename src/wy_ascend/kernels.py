@@ -24,8 +24,10 @@ rounding (measured by emulation at <= 0.61x the test bound, properties.py).
 Guards for the triton-ascend traps (DESIGN.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
 * no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
-* ``tl.dot`` may clobber its left operand on Ascend: every left operand that is used
-  again is reloaded or rebuilt right before the dot;
+* ``tl.dot`` may clobber its left operand on Ascend: a tile is a left operand only at
+  its last use, and the tiles used as left operand more than once (A, the symmetric dL
+  term) are reloaded or rebuilt before each dot when DOT_GUARD is set (npu, cpu,
+  npu-cuda). The cuda backend clears it and keeps them in registers;
 * no ``.to()`` on constexpr values, only constexpr ``if`` between load paths.
 """
 
@@ -79,6 +81,33 @@ def _mm(a, b, LOWP_DOT: tl.constexpr):
 
 
 @triton.jit
+def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr):
+    """A tile that feeds dots: kept in its bf16 storage type with LOWP_DOT (the dot
+    rounds to bf16 anyway; fp32 arithmetic on it promotes exactly), else fp32."""
+    x = tl.load(ptr, mask=mask, other=0.0)
+    if LOWP_DOT:
+        return x
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _A_for_dot(held, ptr, mask, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+    """The A (or A^T) tile for a dot: reloaded right before the dot with DOT_GUARD
+    (Ascend's dot may clobber it), else the tile loaded once per task (``held``)."""
+    if DOT_GUARD:
+        return _load_operand(ptr, mask, LOWP_DOT)
+    return held
+
+
+@triton.jit
+def _A_held(ptr, mask, BT: tl.constexpr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+    """The A tile loaded once per task for ``_A_for_dot`` (a placeholder when DOT_GUARD reloads it)."""
+    if DOT_GUARD:
+        return tl.zeros([BT, BT], dtype=tl.float32)
+    return _load_operand(ptr, mask, LOWP_DOT)
+
+
+@triton.jit
 def _fwd_task(
     i_t, i_bh,
     k, v, beta, g, A, w, u,
@@ -86,6 +115,7 @@ def _fwd_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
+    DOT_GUARD: tl.constexpr,
 ):
     """w = A @ (k * beta * exp2(g)), u = A @ (v * beta) for one chunk and value head."""
     i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
@@ -94,6 +124,7 @@ def _fwd_task(
     m_t = o_t < n
     p_A = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
     m_A = m_t[:, None] & m_t[None, :]
+    b_A = _A_held(p_A, m_A, BT, LOWP_DOT, DOT_GUARD)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -107,9 +138,8 @@ def _fwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)
-        b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
-        b_u = _mm(b_A, b_v * b_beta[:, None], LOWP_DOT)
+        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
+        b_u = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_v * b_beta[:, None], LOWP_DOT)
         tl.store(p_u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
 
     p_k = k + (row0 * H + i_hk) * K
@@ -117,9 +147,8 @@ def _fwd_task(
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
-        b_A = tl.load(p_A, mask=m_A, other=0.0).to(tl.float32)  # reloaded: dot may clobber it
-        b_w = _mm(b_A, b_k * b_kscale[:, None], LOWP_DOT)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
+        b_w = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_k * b_kscale[:, None], LOWP_DOT)
         tl.store(p_w + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
 
 
@@ -131,6 +160,7 @@ def _bwd_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
+    DOT_GUARD: tl.constexpr,
 ):
     """Gradients of one chunk and value head, with A = M^-1 a function of (k, beta, g).
 
@@ -139,6 +169,7 @@ def _bwd_task(
     dk += (dL*beta_i + (dL*beta_i)^T) @ k, dbeta_i += sum_j dL_ij k_i.k_j and
     dg_i += rowsum(Q) - colsum(Q) with Q = dL * beta_i * k_i.k_j. dg omits the ln 2 of
     d exp2(x)/dx (the seed's convention). dk is written per value head ([B,T,HV,K]).
+    In each loop a tile's dot as left operand is its last use (Ascend's clobber trap).
     """
     i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
     i_hk = i_h // (HV // H)
@@ -147,6 +178,7 @@ def _bwd_task(
     # A^T read directly through transposed addresses: b_At[i, j] = A[j, i].
     p_At = A + (row0 * HV + i_h) * BT + o_t[None, :] * (HV * BT) + o_t[:, None]
     m_A = m_t[:, None] & m_t[None, :]
+    b_At = _A_held(p_At, m_A, BT, LOWP_DOT, DOT_GUARD)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -166,17 +198,17 @@ def _bwd_task(
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
-        b_dw = tl.load(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
+        b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT)
         b_kb = b_k * b_kscale[:, None]
-        b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
-        b_kk += _mm(b_k, tl.trans(b_k), LOWP_DOT)
-        b_dkb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, LOWP_DOT)
+        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         if USE_G:
             b_db += tl.sum(b_dkb * b_k, 1) * b_eg
             b_dg += tl.sum(b_dkb * b_kb, 1)
         else:
             b_db += tl.sum(b_dkb * b_k, 1)
+        b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
+        b_kk += _mm(b_k, tl.trans(b_k), LOWP_DOT)
 
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
@@ -185,17 +217,17 @@ def _bwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-        b_v = tl.load(p_v + o_x, mask=m_v, other=0.0).to(tl.float32)
-        b_du = tl.load(p_du + o_x, mask=m_v, other=0.0).to(tl.float32)
-        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
-        b_dvb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_du, LOWP_DOT)
+        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
+        b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT)
+        b_dvb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
         b_db += tl.sum(b_dvb * b_v, 1)
         tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
+        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     b_dA = tl.where(m_L, b_dA, 0.0)
-    b_dA = _mm(b_dA, tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), LOWP_DOT)
-    b_dM = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dA, LOWP_DOT)
+    b_dA = _mm(b_dA, _A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), LOWP_DOT)
+    b_dM = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dA, LOWP_DOT)
     b_dL = tl.where(m_L, -b_dM, 0.0)
     if USE_G:
         b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
@@ -205,16 +237,21 @@ def _bwd_task(
         b_Q = b_P * b_beta[:, None]
         b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
     b_dLb = b_dL * b_beta[:, None]
+    if not DOT_GUARD:
+        b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = tl.load(p_k + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0).to(tl.float32)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
-        b_dw = tl.load(p_dw + o_x, mask=m_k, other=0.0).to(tl.float32)
-        b_dkb = _mm(tl.load(p_At, mask=m_A, other=0.0).to(tl.float32), b_dw, LOWP_DOT)
-        b_S = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: dot may clobber its left operand
-        b_dk = b_dkb * b_kscale[:, None] + _mm(b_S, b_k, LOWP_DOT)
+        b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT)
+        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        if DOT_GUARD:
+            b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: dot may clobber its left operand
+        else:
+            b_Si = b_S
+        b_dk = b_dkb * b_kscale[:, None] + _mm(b_Si, b_k, LOWP_DOT)
         tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
 
     tl.store(dbeta + gate_base + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
@@ -231,20 +268,20 @@ def wy_fwd_kernel(
     # problem shape and tiles (compile-time)
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, launch shape
+    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
-    LOWP_DOT: tl.constexpr, PERSISTENT: tl.constexpr,
+    LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Forward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
         _fwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
@@ -256,20 +293,20 @@ def wy_bwd_kernel(
     # problem shape and tiles (compile-time)
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, launch shape
+    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
-    LOWP_DOT: tl.constexpr, PERSISTENT: tl.constexpr,
+    LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Backward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
+                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
         _bwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT)
+                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
 
 
 KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

@@ -10,7 +10,7 @@ non-zero on any failure, naming the kernel, the specialization and the compiler'
 
 The enumeration (``enumerate_specs``) crosses the axes that change the lowered program's
 structure (control flow, tensor shapes and element types, which arguments exist): kernel, BT,
-USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT and the I/O dtype (LOWP_DOT is False on npu). The
+USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT and the I/O dtype (LOWP_DOT is False, DOT_GUARD True on npu). The
 other axes only enter as integer constants of address arithmetic, masks and trip counts (K, V,
 H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they are covered
 along n specializations per structural combination instead of crossed (their full product is
@@ -98,7 +98,7 @@ CRASH_RETRIES = 2
 # lowering retried like a crash.
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
-FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "PERSISTENT")
+FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
 CONSTEXPRS = ("H", "HV", "K", "V", "BT", "BK", "BV", *FLAGS)
 
 
@@ -118,6 +118,7 @@ class Spec:
     IS_VARLEN: bool
     GATE_HEAD_MAJOR: bool
     LOWP_DOT: bool
+    DOT_GUARD: bool
     PERSISTENT: bool
     dtype: str
     gate_dtype: str
@@ -224,6 +225,7 @@ def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]
             specs.append(Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
                 GATE_HEAD_MAJOR=head_major, LOWP_DOT=npu.lowp_dot(getattr(torch, dtype), p.BK, p.BV),
+                DOT_GUARD=npu.dot_guard,
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None, footprint=p.ub_footprint,
             ))

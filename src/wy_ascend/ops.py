@@ -69,7 +69,7 @@ class _Call:
                 num_tasks=launch.tasks, num_programs=launch.grid[0],
                 H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                 USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                LOWP_DOT=lowp_dot, PERSISTENT=persistent,
+                LOWP_DOT=lowp_dot, DOT_GUARD=self.backend.dot_guard, PERSISTENT=persistent,
             )
 
 

@@ -1,0 +1,52 @@
+"""The cuda backend's operand handling (A held in registers, DOT_GUARD cleared) run in the
+interpreter, so a CPU-only run covers that code path too.
+
+The cpu backend launches with the NPU's flags (DOT_GUARD set). Here it is given the cuda
+backend's instead: clearing DOT_GUARD must not change a single bit (it only decides
+whether A is reloaded before each dot). LOWP_DOT (bf16 dot operands) cannot run here:
+triton-ascend 3.2's interpreter returns garbage for tl.dot on bf16 operands (relative
+error ~5e9 on a 32x32 product, fp32 operands exact), so it is covered by the float64
+emulation in test_lowp_dot_error.py and by the device runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from wy_ascend import backends
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import run_ops
+
+CASES = {
+    "fixed_multitile": Case(B=2, T=37, H=1, HV=2, K=80, V=48, BT=16, use_g=True, dtype="float32"),
+    "varlen_grouped": Case(cu_seqlens=(0, 1, 18, 18, 50), H=2, HV=6, K=32, V=64, BT=32, use_g=True, dtype="bfloat16"),
+    "nogate_fp16": Case(B=1, T=70, H=2, HV=2, K=48, V=32, BT=64, use_g=False, dtype="float16"),
+}
+
+
+@pytest.fixture
+def cuda_flags(backend, monkeypatch):
+    """``cuda_flags(**changes)`` gives the cpu backend the cuda backend's values of ``changes``."""
+    if backend != "cpu":
+        pytest.skip("runs the cuda variant in the interpreter; device runs compile it for real")
+    cpu = backends.BACKENDS["cpu"]
+
+    def apply(**changes: bool) -> None:
+        monkeypatch.setitem(backends.BACKENDS, "cpu", dataclasses.replace(cpu, **changes))
+
+    return apply
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_held_A_is_bitwise_the_reloaded_A(name, cuda_flags, device):
+    case = CASES[name]
+    inputs = case.build_inputs(device)
+    guarded = run_ops(case, inputs)
+    cuda_flags(dot_guard=False)
+    held = run_ops(case, inputs)
+    for key, out in guarded.items():
+        if out is not None:
+            assert held[key] is not None and held[key].equal(out), key
+
