@@ -76,8 +76,10 @@ def _gate_base(i_b, i_h, row0, T, HV: tl.constexpr, GATE_HEAD_MAJOR: tl.constexp
 def _mm(a, b, LOWP_DOT: tl.constexpr):
     """a @ b accumulated in fp32; operands exact fp32 (TF32 off) or rounded to bf16."""
     if LOWP_DOT:
-        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
-    return tl.dot(a, b, allow_tf32=False)
+        c = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    else:
+        c = tl.dot(a, b, allow_tf32=False)
+    return c
 
 
 @triton.jit
@@ -85,26 +87,29 @@ def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr):
     """A tile that feeds dots: kept in its bf16 storage type with LOWP_DOT (the dot
     rounds to bf16 anyway; fp32 arithmetic on it promotes exactly), else fp32."""
     x = tl.load(ptr, mask=mask, other=0.0)
-    if LOWP_DOT:
-        return x
-    return x.to(tl.float32)
+    if not LOWP_DOT:
+        x = x.to(tl.float32)
+    return x  # one return: compiled Triton checks every return of a jit function has one type
 
 
 @triton.jit
 def _A_for_dot(held, ptr, mask, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
     """The A (or A^T) tile for a dot: reloaded right before the dot with DOT_GUARD
     (Ascend's dot may clobber it), else the tile loaded once per task (``held``)."""
+    b = held
     if DOT_GUARD:
-        return _load_operand(ptr, mask, LOWP_DOT)
-    return held
+        b = _load_operand(ptr, mask, LOWP_DOT)
+    return b
 
 
 @triton.jit
 def _A_held(ptr, mask, BT: tl.constexpr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
     """The A tile loaded once per task for ``_A_for_dot`` (a placeholder when DOT_GUARD reloads it)."""
     if DOT_GUARD:
-        return tl.zeros([BT, BT], dtype=tl.float32)
-    return _load_operand(ptr, mask, LOWP_DOT)
+        b = tl.zeros([BT, BT], dtype=tl.float32)
+    else:
+        b = _load_operand(ptr, mask, LOWP_DOT)
+    return b
 
 
 @triton.jit
