@@ -137,7 +137,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def lower(session: nox.Session) -> None:
-    """Ahead-of-time Ascend lowering of every npu specialization, on the CPU (python -m wy_ascend.lowering)."""
+    """Ahead-of-time lowering of every npu and cuda specialization, on the CPU (python -m wy_ascend.lowering)."""
     install(session)
     session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
 

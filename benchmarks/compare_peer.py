@@ -4,9 +4,8 @@
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median), reports
 bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio to fla.
-With grouped heads (HV > H) fla's backward returns dk per value head, which its caller
-sums over each key head's group; that sum is timed with it, since our backward returns
-dk per key head (the same outputs on both sides).
+Both backwards return dk per key head (fla sums its per-value-head dk over each group
+inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import sys
 import torch
 
 import wy_ascend
-from benchmarks.shapes import H200_HBM_PEAK, SHAPES, Shape
+from benchmarks.shapes import H200_HBM_PEAK, SHAPES
 
 
 def _version(dist: str) -> str:
@@ -39,14 +38,6 @@ def _peer():
         print(f"fla-core not available ({type(e).__name__}: {e}); timing wy_ascend only")
         return None
     return wy_fast
-
-
-def _peer_bwd(peer, shape: Shape, *args):
-    """fla's backward with dk summed over each key head's value heads (our op's output)."""
-    dk, *rest = peer.prepare_wy_repr_bwd(*args)
-    if shape.HV != shape.H:
-        dk = dk.view(shape.B, shape.T, shape.H, shape.HV // shape.H, shape.K).sum(3)
-    return dk, *rest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         )}
         if peer is not None:
             providers["fla"] = (functools.partial(peer.recompute_w_u_fwd, *fwd_args),
-                                functools.partial(_peer_bwd, peer, shape, *bwd_args))
+                                functools.partial(peer.prepare_wy_repr_bwd, *bwd_args))
         for prov, (f, b) in providers.items():
             for op, fn, nbytes in (("fwd", f, shape.bytes_fwd()), ("bwd", b, shape.bytes_bwd())):
                 ms = triton.testing.do_bench(fn, warmup=50, rep=200)

@@ -1,9 +1,11 @@
-"""The Ascend lowering gate (wy_ascend.lowering): its enumeration covers every constexpr value
-the npu backend can launch, real specializations lower, and compiler errors and crashes are
-reported with the specialization instead of crashing the gate."""
+"""The lowering gate (wy_ascend.lowering): its enumeration covers every constexpr value the npu
+and cuda backends can launch, real specializations lower (cuda ones without the Ascend-only
+stage), and compiler errors and crashes are reported with the specialization instead of
+crashing the gate."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import stat
 import textwrap
@@ -26,8 +28,19 @@ STRUCTURAL = ("kernel", "BT", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "PERSISTE
 
 
 @pytest.fixture(scope="module")
-def specs() -> list[lowering.Spec]:
+def all_specs() -> list[lowering.Spec]:
     return lowering.enumerate_specs()[0]
+
+
+@pytest.fixture(scope="module")
+def specs(all_specs) -> list[lowering.Spec]:
+    """The npu specializations."""
+    return [s for s in all_specs if s.backend == "npu"]
+
+
+@pytest.fixture(scope="module")
+def cuda_specs(all_specs) -> list[lowering.Spec]:
+    return [s for s in all_specs if s.backend == "cuda"]
 
 
 def spec_where(specs: list[lowering.Spec], **fields: object) -> lowering.Spec:
@@ -41,8 +54,10 @@ def values(specs: list[lowering.Spec], field: str) -> set[object]:
 # ----------------------------------------------------------------------------- enumeration
 
 
-def test_enumeration_covers_every_constexpr_value(specs) -> None:
-    dims = set(lowering.representative_dims(UB))
+def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
+    assert values(all_specs, "backend") == {"npu", "cuda"}
+    assert all_specs[: len(specs)] == specs  # npu first
+    dims = set(lowering.representative_dims(128))
     assert set(lowering.ODD_DIMS) <= dims
     for kernel in ("fwd", "bwd"):
         ks = [s for s in specs if s.kernel == kernel]
@@ -61,22 +76,55 @@ def test_enumeration_covers_every_constexpr_value(specs) -> None:
     assert all(s.footprint <= UB * UB_SAFETY_MARGIN for s in specs)
 
 
+def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
+    """cuda: its own LOWP_DOT (bf16 I/O with tiles >= 32) and DOT_GUARD off, time-major beta/g,
+    grid launches, every BT (no UB: nothing skipped) and every tile up to the cap."""
+    cuda = BACKENDS["cuda"]
+    dims = set(lowering.representative_dims(cuda.tile_cap))
+    assert dims == set(lowering.ODD_DIMS) | {16, 32, 64, 128}
+    for kernel in ("fwd", "bwd"):
+        ks = [s for s in cuda_specs if s.kernel == kernel]
+        assert values(ks, "BT") == set(lowering.BTS)
+        for flag in ("USE_G", "IS_VARLEN"):
+            assert values(ks, flag) == {False, True}, flag
+        assert values(ks, "GATE_HEAD_MAJOR") == values(ks, "PERSISTENT") == values(ks, "DOT_GUARD") == {False}
+        assert values(ks, "LOWP_DOT") == {False, True}
+        assert values(ks, "dtype") == values(ks, "gate_dtype") == set(lowering.FLOAT_DTYPES)
+        assert values(ks, "index_dtype") == {None, *lowering.INDEX_DTYPES}
+        assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
+        assert values(ks, "K") == values(ks, "V") == dims
+        assert values(ks, "BK") | values(ks, "BV") == {16, 32, 64, 128}
+    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= 32) for s in cuda_specs)
+    # both LOWP_DOT values with every other structural combination of bf16
+    by_combo: dict[tuple, set[bool]] = defaultdict(set)
+    for s in cuda_specs:
+        by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].add(s.LOWP_DOT)
+    assert len(by_combo) == 2 * 2 * 3 * (4 + 4)  # flags x dtypes x (fwd + bwd BTs)
+    assert all(lowp == ({False, True} if combo[-1] == "bfloat16" else {False}) for combo, lowp in by_combo.items())
+    assert {s.footprint for s in cuda_specs} == {0} and not any(s.has_ub for s in cuda_specs)
+    assert all(s.stages == ("ttir",) and s.label.startswith("cuda ") for s in cuda_specs)
+    assert len(cuda_specs) < 1000  # a frontend + ttir lowering each: minutes at most
+
+
 def test_bwd_bt128_is_skipped_by_the_ub_model() -> None:
     _, skips = lowering.enumerate_specs()
     assert [(s.kernel, s.BT) for s in skips] == [("bwd", 128)]
     assert "does not fit the bwd kernel in the unified buffer" in skips[0].reason
 
 
-def test_paired_axes_appear_with_every_structural_combination(specs) -> None:
+@pytest.mark.parametrize("backend", ["npu", "cuda"])
+def test_paired_axes_appear_with_every_structural_combination(all_specs, backend) -> None:
     """The module doc's covering argument: K and V values with every structural combination;
     head ratios, gate and index dtypes with every combination of the other structural axes."""
-    dims = set(lowering.representative_dims(UB))
+    dims = set(lowering.representative_dims(128))
     by_combo: dict[tuple, list[lowering.Spec]] = defaultdict(list)
     by_combo_but_heads: dict[tuple, list[lowering.Spec]] = defaultdict(list)
-    for s in specs:
-        by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].append(s)
-        by_combo_but_heads[tuple(getattr(s, f) for f in STRUCTURAL if f != "GATE_HEAD_MAJOR")].append(s)
-    assert len(by_combo) == 2 * 2 * 2 * 3 * 2 * (4 + 3)  # flags x dtypes x persistent x (fwd + bwd BTs)
+    for s in all_specs:
+        if s.backend == backend:
+            by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].append(s)
+            by_combo_but_heads[tuple(getattr(s, f) for f in STRUCTURAL if f != "GATE_HEAD_MAJOR")].append(s)
+    # flags x dtypes x persistent x (fwd + bwd BTs); cuda: one GATE_HEAD_MAJOR and PERSISTENT, bwd BT=128
+    assert len(by_combo) == (2 * 2 * 2 * 3 * 2 * (4 + 3) if backend == "npu" else 2 * 2 * 3 * (4 + 4))
     for group in by_combo.values():
         assert values(group, "K") == values(group, "V") == dims
         assert values(group, "gate_dtype") == set(lowering.FLOAT_DTYPES)
@@ -89,9 +137,12 @@ def test_paired_axes_appear_with_every_structural_combination(specs) -> None:
 def test_ub_bytes_option_changes_tiles_and_skips() -> None:
     small = 64 * 1024
     specs, skips = lowering.enumerate_specs(small)
+    npu = [s for s in specs if s.backend == "npu"]
     assert {(s.kernel, s.BT) for s in skips} == {("fwd", 128), ("bwd", 64), ("bwd", 128)}
-    assert max(s.footprint for s in specs) <= small * UB_SAFETY_MARGIN
-    assert all(s.BK == ub_tile(s.BT, s.K, s.kernel, small, 128) for s in specs)
+    assert max(s.footprint for s in npu) <= small * UB_SAFETY_MARGIN
+    assert all(s.BK == ub_tile(s.BT, s.K, s.kernel, small, 128) for s in npu)
+    # cuda has no UB: its specializations do not depend on the npu's
+    assert [s for s in specs if s.backend == "cuda"] == [s for s in lowering.enumerate_specs()[0] if s.backend == "cuda"]
 
 
 def test_signature_follows_the_ops_dtype_contract(specs) -> None:
@@ -114,7 +165,9 @@ def test_list_option(capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1].endswith("skipped by the UB model")
     n = int(lines[-1].split()[0])
-    assert n == len(lowering.enumerate_specs()[0]) == sum(1 for line in lines if line.startswith(("fwd ", "bwd ")))
+    assert n == len(lowering.enumerate_specs()[0]) == sum(1 for line in lines if line.startswith(("npu ", "cuda ")))
+    npu = sum(1 for line in lines if line.startswith("npu "))
+    assert f"= npu {npu} (fwd " in lines[-1] and f" + cuda {n - npu} (fwd " in lines[-1]
 
 
 # ----------------------------------------------------------------------------- lowering
@@ -130,9 +183,12 @@ def first_spec(specs: list[lowering.Spec], kernel: str = "fwd") -> lowering.Spec
     return spec_where(specs, kernel=kernel, BT=16)
 
 
-def test_specializations_lower_in_workers_and_cache(specs, tmp_path) -> None:
-    """Real specializations lower in two worker processes; a second run is all cache hits."""
+def test_specializations_lower_in_workers_and_cache(specs, cuda_specs, tmp_path) -> None:
+    """Real specializations of both backends lower in two worker processes; a second run is all
+    cache hits, and an npu result is no cache hit for its cuda twin (different stages)."""
     chosen = [spec_where(specs, **f) for f in REAL]
+    chosen += [spec_where(cuda_specs, kernel=kernel, LOWP_DOT=True, **f) for kernel in ("fwd", "bwd")
+               for f in (dict(BT=64, USE_G=True, IS_VARLEN=True), dict(BT=128, USE_G=False, IS_VARLEN=False))]
     chosen += [s for s in specs if s.kernel == "fwd" and s.BT == 16][: lowering.CHUNK]
     salt = lowering.cache_salt()
     assert salt == lowering.cache_salt()
@@ -144,6 +200,8 @@ def test_specializations_lower_in_workers_and_cache(specs, tmp_path) -> None:
     again = lowering.run(chosen, cache=lowering.ResultCache(tmp_path, salt), out=io.StringIO())
     assert {r.status for r in again} == {"CACHED"}
     assert lowering.ResultCache(tmp_path, "another-kernels-source").get(chosen[0]) is None
+    twin = dataclasses.replace(chosen[0], backend="cuda")
+    assert twin.label != chosen[0].label and lowering.ResultCache(tmp_path, salt).get(twin) is None
 
 
 def kernel_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> str:
@@ -187,6 +245,66 @@ def test_broken_kernel_is_reported_not_raised(specs, tmp_path, monkeypatch) -> N
     assert f"FAILED [frontend] {chosen[0].label}" in text and "lowering gate: FAILED" in text
 
 
+# Broken only for the cuda flags, like the kernels.py that reached a GPU: a jit helper whose two
+# returns differ in type once LOWP_DOT keeps the bf16 load (only reached without DOT_GUARD).
+CUDA_ONLY_BROKEN = """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _load_operand(ptr, LOWP_DOT: tl.constexpr):
+        x = tl.load(ptr)
+        if LOWP_DOT:
+            return x
+        return x.to(tl.float32)
+
+
+    @triton.jit
+    def _A_held(ptr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+        if DOT_GUARD:
+            a = tl.load(ptr).to(tl.float32)
+        else:
+            a = _load_operand(ptr, LOWP_DOT)
+        return a
+
+
+    @triton.jit
+    def fwd(k, w, BT: tl.constexpr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+        o = tl.arange(0, BT)
+        tl.store(w + o, _A_held(k + o, LOWP_DOT, DOT_GUARD))
+
+
+    KERNELS = {"fwd": fwd, "bwd": fwd}
+"""
+
+
+def test_a_kernel_broken_only_for_the_cuda_flags_fails_the_gate(specs, cuda_specs, tmp_path, monkeypatch) -> None:
+    ref = kernel_module(tmp_path, monkeypatch, "cuda_only_broken_kernels", CUDA_ONLY_BROKEN)
+    same = dict(kernel="fwd", BT=64, USE_G=False, IS_VARLEN=False, dtype="bfloat16")
+    npu = spec_where(specs, GATE_HEAD_MAJOR=False, PERSISTENT=False, **same)
+    lowp, exact = (spec_where(cuda_specs, LOWP_DOT=flag, **same) for flag in (True, False))
+    out = io.StringIO()
+    results = {r.spec: r for r in lowering.run([npu, lowp, exact], kernels=ref, out=out)}
+    assert results[npu].status == results[exact].status == "PASS", [r.message for r in results.values()]
+    failed = results[lowp]
+    assert (failed.status, failed.stage) == ("FAIL", "frontend") and "Inconsistent return types" in failed.message
+    assert lowering.summarize(list(results.values()), [], UB, 0.0, 1, out) == 1
+    text = out.getvalue()
+    assert f"FAILED [frontend] {lowp.label}" in text and lowp.label.startswith("cuda fwd ")
+    assert "specializations: 3 = npu 1 (fwd 1) + cuda 2 (fwd 2); passed 2" in text
+
+
+def test_cuda_footprints_are_not_checked_against_the_ub(specs, cuda_specs) -> None:
+    """cuda has no UB: its modeled footprint neither fails the gate nor is the largest reported."""
+    npu, cuda = first_spec(specs), dataclasses.replace(first_spec(cuda_specs), footprint=10 * UB)
+    out = io.StringIO()
+    assert lowering.summarize([lowering.Result(npu, "PASS", 0.1), lowering.Result(cuda, "PASS", 0.1)],
+                              [], UB, 0.0, 1, out) == 0
+    text = out.getvalue()
+    assert f"largest UB footprint: {npu.footprint} B" in text and "UB OVERFLOW" not in text
+
+
 def fake_adapter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, setup: str = "") -> str:
     """A kernels module that, once imported by a worker, points triton-ascend at a fake
     triton-adapter-opt script (the real kernels through a misbehaving adapter) and runs ``setup``."""
@@ -204,11 +322,15 @@ def fake_adapter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, set
     """)
 
 
-def test_adapter_error_is_reported_with_its_message(specs, tmp_path, monkeypatch) -> None:
+def test_adapter_error_is_reported_with_its_message(specs, cuda_specs, tmp_path, monkeypatch) -> None:
+    """... for an npu specialization; a cuda one never runs the (Ascend-only) adapter."""
     ref = fake_adapter(tmp_path, monkeypatch, "echo \"error: 'tt.dot' op not supported on this target\" >&2; exit 1")
-    (result,) = lowering.run([first_spec(specs)], kernels=ref, out=io.StringIO())
+    npu, cuda = first_spec(specs), first_spec(cuda_specs)
+    results = {r.spec: r for r in lowering.run([npu, cuda], kernels=ref, out=io.StringIO())}
+    result, cuda = results[npu], results[cuda]
     assert (result.status, result.stage) == ("FAIL", "ttadapter")
     assert "exited with status 1" in result.message and "'tt.dot' op not supported" in result.message
+    assert cuda.status == "PASS", cuda.message
 
 
 def test_adapter_crash_is_retried_then_flaky(specs, tmp_path, monkeypatch) -> None:

@@ -1,30 +1,36 @@
-"""Ascend lowering gate: lower every kernel specialization the npu backend can launch, on the CPU.
+"""Lowering gate: lower every kernel specialization the npu and cuda backends can launch, on the CPU.
 
-Every distinct constexpr combination is a separate NPU compile, and a specialization that the
-Ascend frontend or ``triton-adapter-opt`` rejects only shows up on the first launch that draws
-it, on an NPU. This module enumerates the specializations the npu backend can launch (tiles from
-the same planner the ops use), lowers each ahead of time with triton-ascend's own compiler stages
-``ttir`` and ``ttadapter`` (no CANN needed; only the last stage, ``npubin``, needs
-``bishengir-compile``), checks each tile's modeled UB footprint against the capacity, and exits
-non-zero on any failure, naming the kernel, the specialization and the compiler's message.
+Every distinct constexpr combination is a separate compile, and a specialization that Triton's
+frontend or ``triton-adapter-opt`` rejects only shows up on the first launch that draws it, on
+the device. This module enumerates the specializations each backend can launch (tiles from the
+same planner the ops use) and lowers each ahead of time with triton-ascend's own compiler
+stages (no CANN needed; only the last stage, ``npubin``, needs ``bishengir-compile``): npu
+specializations through the frontend, ``ttir`` and ``ttadapter``; cuda ones (their own flags:
+LOWP_DOT for bf16 I/O with tiles >= 32, DOT_GUARD off, beta/g time-major, grid launches) through
+the frontend and ``ttir`` only (``ttadapter`` is Ascend's), which catches the frontend's type
+errors (e.g. a jit helper whose returns differ in type) before a GPU does. It checks each npu
+tile's modeled UB footprint against the capacity (cuda has no UB) and exits non-zero on any
+failure, naming the backend, the kernel, the specialization and the compiler's message.
 
-The enumeration (``enumerate_specs``) crosses the axes that change the lowered program's
-structure (control flow, tensor shapes and element types, which arguments exist): kernel, BT,
-USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT and the I/O dtype (LOWP_DOT is False, DOT_GUARD True on npu). The
-other axes only enter as integer constants of address arithmetic, masks and trip counts (K, V,
-H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they are covered
-along n specializations per structural combination instead of crossed (their full product is
-~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1 (ODD_DIMS
-plus every tile the UB model yields), specialization i has (K, V) = (d_i, d_(i + n//2) mod n),
-(H, HV) the (i mod 2)-th ratio of HEADS with that GATE_HEAD_MAJOR (HV > 1), gate dtype
-FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2]. So every K and V
-value (hence every tile BK/BV the planner picks) appears with every structural combination,
-and every head ratio, gate dtype and index dtype with every combination of the other structural
-axes. BT values whose tiles the UB model cannot fit are reported as skipped.
+The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the axes that
+change the lowered program's structure (control flow, tensor shapes and element types, which
+arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR and PERSISTENT (npu: both
+values; cuda: False) and the I/O dtype; LOWP_DOT and DOT_GUARD are the backend's (npu: False,
+True). The other axes only enter as integer constants of address arithmetic, masks and trip
+counts (K, V, H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they
+are covered along n specializations per structural combination instead of crossed (their full
+product is ~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1
+(ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
+(d_i, d_(i + n//2) mod n), (H, HV) the (i mod m)-th of the m ratios of HEADS with that
+GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
+So every K and V value (hence every tile BK/BV the planner picks, and on cuda both LOWP_DOT
+values for bf16) appears with every structural combination, and every head ratio, gate dtype and
+index dtype with every combination of the other structural axes. BT values whose tiles the npu
+UB model cannot fit are reported as skipped.
 
 Lowering runs in spawned worker processes (``--jobs``), which also keeps a compiler crash from
 taking the gate down. Results that lowered are cached (JSON, keyed on kernels.py, the toolchain
-and the specialization), so an unchanged tree re-checks in seconds.
+and the specialization's label, which names its backend), so an unchanged tree re-checks in seconds.
 
 Usage: ``python -m wy_ascend.lowering [--ub-bytes N] [--jobs N] [--cache-dir DIR] [--no-cache]
 [--list] [--report FILE]``.
@@ -61,12 +67,12 @@ import torch
 
 from . import kernels as kernels_module
 from .backends import BACKENDS, LaunchConfig
-from .planning import UB_SAFETY_MARGIN, UnsupportedProblemError, plan, ub_tile
+from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
 
 # The target the npu backend compiles for (910B, A2); the arch only matters to npubin.
 TARGET_ARCH = "Ascend910B3"
 # Axes of the enumeration (module doc). ODD_DIMS are K/V sizes real models use plus
-# non-power-of-two ones (partial tiles); the UB model's tiles are added to them.
+# non-power-of-two ones (partial tiles); every tile width the planner can pick is added to them.
 BTS = (16, 32, 64, 128)
 ODD_DIMS = (16, 48, 64, 80, 128, 256)
 HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
@@ -83,7 +89,10 @@ ARG_DTYPES = {
     "cu_seqlens": "index", "chunk_indices": "int64",
 }
 OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_indices": "IS_VARLEN"}
-CACHE_VERSION = 1
+# The compiler stages lowered per backend: the npu backend's full CPU pipeline; for cuda only
+# the stages Triton's frontend shares across targets (ttadapter is Ascend's).
+STAGES = {"npu": ("ttir", "ttadapter"), "cuda": ("ttir",)}
+CACHE_VERSION = 2
 CACHE_FILES_KEPT = 10
 # The kernels lowered by default, as a reference the worker processes import.
 KERNELS_REF = "wy_ascend.kernels:KERNELS"
@@ -104,7 +113,8 @@ CONSTEXPRS = ("H", "HV", "K", "V", "BT", "BK", "BV", *FLAGS)
 
 @dataclass(frozen=True)
 class Spec:
-    """One compiled specialization: every constexpr of the entry kernel plus the pointer dtypes."""
+    """One compiled specialization: every constexpr of the entry kernel plus the pointer dtypes,
+    for ``backend`` (a key of STAGES)."""
 
     kernel: str
     BT: int
@@ -123,13 +133,23 @@ class Spec:
     dtype: str
     gate_dtype: str
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
-    footprint: int  # modeled UB bytes of one program (planning.ub_footprint)
+    footprint: int  # modeled UB bytes of one program (planning.ub_footprint); 0 without a UB
+    backend: str = "npu"
 
     @property
     def label(self) -> str:
         flags = " ".join(f"{f}={int(getattr(self, f))}" for f in FLAGS)
-        return (f"{self.kernel} BT={self.BT} K={self.K} V={self.V} BK={self.BK} BV={self.BV} H={self.H} HV={self.HV} "
-                f"{flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}")
+        return (f"{self.backend} {self.kernel} BT={self.BT} K={self.K} V={self.V} BK={self.BK} BV={self.BV} "
+                f"H={self.H} HV={self.HV} {flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}")
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return STAGES[self.backend]
+
+    @property
+    def has_ub(self) -> bool:
+        """Whether the backend has a unified buffer (footprint checked against it)."""
+        return BACKENDS[self.backend].ub_bytes is not None
 
     def constants(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in CONSTEXPRS}
@@ -189,31 +209,43 @@ class Result:
     message: str = ""
 
 
-def representative_dims(ub_bytes: int) -> tuple[int, ...]:
-    """ODD_DIMS plus every tile width the UB model yields for them (each is a K/V value too)."""
-    tiles = {ub_tile(bt, d, kernel, ub_bytes, BACKENDS["npu"].tile_cap) for kernel in kernels_module.KERNELS
-             for bt in BTS for d in ODD_DIMS}
-    return tuple(sorted(set(ODD_DIMS) | {t for t in tiles if t is not None}))
+def representative_dims(tile_cap: int) -> tuple[int, ...]:
+    """ODD_DIMS plus every tile width the planner can pick (the powers of two from MIN_TILE to
+    ``tile_cap``, the UB model's narrower tiles included), each a K/V value too (full tiles)."""
+    tiles = {1 << n for n in range(MIN_TILE.bit_length() - 1, tile_cap.bit_length())}
+    return tuple(sorted(set(ODD_DIMS) | tiles))
 
 
 def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]]:
-    """Every specialization the npu backend can launch (module doc), and those the UB model skips.
+    """Every specialization the npu and the cuda backend can launch (module doc), npu first, and
+    the npu ones the UB model skips.
 
-    ``ub_bytes`` overrides the npu backend's unified buffer size."""
-    npu = BACKENDS["npu"]
-    ub_bytes = ub_bytes or npu.ub_bytes
-    assert ub_bytes is not None  # the npu backend always has a UB
+    ``ub_bytes`` overrides the npu backend's unified buffer size. The npu backend launches both
+    shapes (its persistent core grid, or a grid with ``LaunchConfig(mode="grid")``); cuda a grid."""
+    ub_bytes = ub_bytes or BACKENDS["npu"].ub_bytes
+    npu, skips = backend_specs("npu", LaunchConfig(num_cores=1, ub_bytes=ub_bytes), persistent_values=(True, False))
+    cuda, _ = backend_specs("cuda", LaunchConfig(num_cores=1), persistent_values=(False,))  # no UB: nothing skipped
+    return npu + cuda, skips
+
+
+def backend_specs(
+    backend: str, config: LaunchConfig, persistent_values: tuple[bool, ...]
+) -> tuple[list[Spec], list[Skip]]:
+    """The specializations ``backend`` launches under ``config`` (module doc), PERSISTENT over
+    ``persistent_values``, and those its UB model skips."""
+    b = BACKENDS[backend]
     # Tiles come from the planner the ops call; num_cores given so no device is queried.
-    device_spec = npu.spec(torch.device("cpu"), LaunchConfig(num_cores=1, ub_bytes=ub_bytes))
-    dims = representative_dims(ub_bytes)
+    device_spec = b.spec(torch.device("cpu"), config)
+    dims = representative_dims(device_spec.tile_cap)
     shift = len(dims) // 2
+    # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
+    head_majors = sorted({b.gate_head_major and hv > 1 for _, hv in HEADS})
     specs: list[Spec] = []
     skipped: dict[tuple[str, int], list[str]] = {}
     for kernel, bt, use_g, varlen, head_major, dtype, persistent in itertools.product(
-        kernels_module.KERNELS, BTS, (False, True), (False, True), (False, True), FLOAT_DTYPES, (True, False)
+        kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, persistent_values
     ):
-        # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
-        heads = [(h, hv) for h, hv in HEADS if (npu.gate_head_major and hv > 1) == head_major]
+        heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
         for i, k in enumerate(dims):
             v = dims[(i + shift) % len(dims)]
             h, hv = heads[i % len(heads)]
@@ -224,10 +256,11 @@ def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]
                 continue
             specs.append(Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
-                GATE_HEAD_MAJOR=head_major, LOWP_DOT=npu.lowp_dot(getattr(torch, dtype), p.BK, p.BV),
-                DOT_GUARD=npu.dot_guard,
+                GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), p.BK, p.BV),
+                DOT_GUARD=b.dot_guard,
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
-                index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None, footprint=p.ub_footprint,
+                index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
+                footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
             ))
     skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]
     return specs, skips
@@ -296,8 +329,10 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def lower(fn: Any, signature: dict[str, str], constants: dict[str, Any]) -> tuple[str | None, str, bool]:
-    """Lower ``fn`` through triton-ascend's frontend, ``ttir`` and ``ttadapter`` stages.
+def lower(
+    fn: Any, signature: dict[str, str], constants: dict[str, Any], stages: tuple[str, ...] = STAGES["npu"]
+) -> tuple[str | None, str, bool]:
+    """Lower ``fn`` through triton-ascend's frontend, then its compiler ``stages`` (of ``ttir``, ``ttadapter``).
 
     Returns (None, "", False) on success, else (stage, message, crashed) with the compiler's own
     diagnostics, ``crashed`` when a compiler process was killed by a signal or timed out; never
@@ -307,7 +342,7 @@ def lower(fn: Any, signature: dict[str, str], constants: dict[str, Any]) -> tupl
     from triton.backends.ascend.compiler import AscendAttrsDescriptor
     from triton.compiler.compiler import ASTSource
 
-    target, backend, options, stages = _toolchain()
+    target, backend, options, stage_fns = _toolchain()
     # Pointers are 16-byte aligned (torch allocations), as the JIT would specialize them.
     hints = {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*")}
     src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
@@ -321,8 +356,8 @@ def lower(fn: Any, signature: dict[str, str], constants: dict[str, Any]) -> tupl
                 ir.load_dialects(context)
                 backend.load_dialects(context)
                 module = src.make_ir(options, backend.get_codegen_implementation(), backend.get_module_map(), context)
-                for stage in ("ttir", "ttadapter"):
-                    module = stages[stage](module, metadata)
+                for stage in stages:
+                    module = stage_fns[stage](module, metadata)
         except Exception as e:  # every compiler error is a reported failure, not a crash
             diagnostics = captured().strip()
             crashed = isinstance(e, TimeoutError) or (isinstance(e, subprocess.CalledProcessError) and e.returncode < 0)
@@ -347,9 +382,9 @@ def lower_spec(spec: Spec, kernels: str = KERNELS_REF) -> Result:
         signature, constants = spec.signature(fn)
     except Exception as e:  # a kernel module that does not import or does not match the spec
         return Result(spec, "FAIL", 0.0, "signature", f"{type(e).__name__}: {e}")
-    stage, message, crashed = lower(fn, signature, constants)
+    stage, message, crashed = lower(fn, signature, constants, spec.stages)
     for _ in range(CRASH_RETRIES if crashed else 0):
-        if lower(fn, signature, constants)[0] is None:
+        if lower(fn, signature, constants, spec.stages)[0] is None:
             return Result(spec, "FLAKY", time.perf_counter() - start, stage, message)
     return Result(spec, "FAIL" if stage else "PASS", time.perf_counter() - start, stage, message)
 
@@ -438,7 +473,8 @@ def cache_salt() -> str:
 
 
 class ResultCache:
-    """Seconds of the specializations that lowered, by label, in ``<dir>/<salt>.json``.
+    """Seconds of the specializations that lowered, by label (which names the backend, hence the
+    stages run), in ``<dir>/<salt>.json``.
 
     Failures are never cached (they re-run, so a transient error cannot stick). Files of
     other salts beyond the newest CACHE_FILES_KEPT are removed when saving."""
@@ -519,22 +555,32 @@ def _skip_line(s: Skip) -> str:
     return f"skipped by the UB model: {s.kernel} BT={s.BT} ({s.count} specializations): {s.reason}"
 
 
+def _counts(specs: list[Spec]) -> str:
+    """E.g. "npu 2352 (fwd 1344, bwd 1008) + cuda 672 (fwd 336, bwd 336)"."""
+    by_backend: dict[str, Counter[str]] = {}
+    for spec in specs:
+        by_backend.setdefault(spec.backend, Counter())[spec.kernel] += 1
+    return " + ".join(f"{b} {sum(c.values())} ({', '.join(f'{k} {n}' for k, n in c.items())})"
+                     for b, c in by_backend.items())
+
+
 def summarize(results: list[Result], skips: list[Skip], ub_bytes: int, wall: float, jobs: int, out: TextIO) -> int:
-    """Print the summary (counts, UB skips, largest footprint, flaky crashes, every failure with its
-    message); return the exit code: 1 on a failed lowering or a footprint over the UB budget."""
+    """Print the summary (counts per backend, UB skips, largest footprint, flaky crashes, every failure
+    with its message); return the exit code: 1 on a failed lowering or a footprint over the UB budget
+    (``ub_bytes``: the npu backend's; specializations of a backend without UB are not checked)."""
     budget = int(ub_bytes * UB_SAFETY_MARGIN)
     counts = Counter(r.status for r in results)
-    per_kernel = Counter(r.spec.kernel for r in results)
-    over = [r for r in results if r.spec.footprint > budget]
+    with_ub = [r for r in results if r.spec.has_ub]
+    over = [r for r in with_ub if r.spec.footprint > budget]
     failed = [r for r in results if r.status == "FAIL"]
     print("\n== lowering summary ==", file=out)
-    print(f"specializations: {len(results)} ({', '.join(f'{k} {n}' for k, n in per_kernel.items())}); "
+    print(f"specializations: {len(results)} = {_counts([r.spec for r in results])}; "
           f"passed {counts['PASS']}, flaky {counts['FLAKY']}, cached {counts['CACHED']}, failed {counts['FAIL']}; "
           f"{wall:.1f} s wall with {jobs} job(s)", file=out)
     for s in skips:
         print(_skip_line(s), file=out)
-    if results:
-        top = max(results, key=lambda r: r.spec.footprint)
+    if with_ub:
+        top = max(with_ub, key=lambda r: r.spec.footprint)
         print(f"largest UB footprint: {top.spec.footprint} B of {budget} B ({ub_bytes} B x {UB_SAFETY_MARGIN}) "
               f"for {top.spec.label}", file=out)
     for r in over:
@@ -579,13 +625,14 @@ def main(argv: list[str] | None = None) -> int:
             print(spec.label)
         for s in skips:
             print(_skip_line(s))
-        print(f"{len(specs)} specializations, {sum(s.count for s in skips)} skipped by the UB model")
+        print(f"{len(specs)} specializations = {_counts(specs)}, {sum(s.count for s in skips)} skipped by the UB model")
         return 0
     import triton
 
     cache = None if args.no_cache else ResultCache(args.cache_dir, cache_salt())
     print(f"triton-ascend {triton.__version__}, target npu {TARGET_ARCH}, ub_bytes {args.ub_bytes}, "
-          f"jobs {args.jobs}, cache {cache.path if cache else 'off'}; {len(specs)} specializations", flush=True)
+          f"jobs {args.jobs}, cache {cache.path if cache else 'off'}; {len(specs)} specializations = {_counts(specs)}",
+          flush=True)
     start = time.perf_counter()
     results = run(specs, jobs=args.jobs, cache=cache)
     code = summarize(results, skips, args.ub_bytes, time.perf_counter() - start, args.jobs, sys.stdout)
