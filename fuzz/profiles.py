@@ -7,7 +7,7 @@ ci         CPU         derandomized (the same examples every run, no database), 
                        that finishes in about 4 minutes on a 2-core machine (2 xdist workers).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
-                       HV up to 32, one case in two an accelerator-sized one (see ``large``).
+                       HV up to 32, one case in eight an accelerator-sized one (see ``large``).
 large      npu / cuda  few examples sized near device memory: launches past the 65535-block
                        limit, packed batches of millions of tokens.
 =========  ==========  ===========================================================================

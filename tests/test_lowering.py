@@ -20,7 +20,7 @@ pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs tr
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
-from wy_ascend.backends import BACKENDS  # noqa: E402
+from wy_ascend.backends import BACKENDS, LOWP_MIN_TILE  # noqa: E402
 from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
 
 UB = BACKENDS["npu"].ub_bytes
@@ -77,7 +77,7 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
 
 
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
-    """cuda: its own LOWP_DOT (bf16 I/O with tiles >= 32) and DOT_GUARD off, time-major beta/g,
+    """cuda: its own LOWP_DOT (bf16 I/O with tiles >= LOWP_MIN_TILE) and DOT_GUARD off, time-major beta/g,
     grid launches, every BT (no UB: nothing skipped) and every tile up to the cap."""
     cuda = BACKENDS["cuda"]
     tiles = {t for t in (16, 32, 64, 128, 256) if t <= cuda.tile_cap}
@@ -95,7 +95,7 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
         assert values(ks, "BK") | values(ks, "BV") == tiles
-    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= 32) for s in cuda_specs)
+    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= LOWP_MIN_TILE) for s in cuda_specs)
     # both LOWP_DOT values with every other structural combination of bf16
     by_combo: dict[tuple, set[bool]] = defaultdict(set)
     for s in cuda_specs:

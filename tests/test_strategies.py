@@ -21,6 +21,7 @@ from fuzz import profiles
 from fuzz.strategies import (
     BLOCK_LIMIT,
     CPU_SIZES,
+    MIXED_LARGE_ONE_IN,
     VARLEN_KINDS,
     bad_input_cases,
     beyond_limit_plan_cases,
@@ -30,6 +31,7 @@ from fuzz.strategies import (
     fit_lengths,
     large_cases,
     layout_features,
+    mixed_cases,
     num_chunks,
     plan_cases,
     tiles_per_task,
@@ -213,3 +215,17 @@ def test_profiles() -> None:
     assert profiles.PROFILES["dev"].hypothesis_settings().database is not None
     with pytest.raises(ValueError, match="profile must be one of"):
         profiles.select("nope")
+
+
+def test_mixed_cases_draw_one_large_case_in_several() -> None:
+    """The nightly profile's mix: large cases are drawn, but about one in MIXED_LARGE_ONE_IN."""
+    drawn: list[bool] = []
+
+    @settings(max_examples=800, database=None, derandomize=True)
+    @given(mixed_cases(st.integers(0, 10**6), st.integers(2 * 10**6, 3 * 10**6)))
+    def draw(x: int) -> None:
+        drawn.append(x >= 2 * 10**6)
+
+    draw()
+    share = sum(drawn) / len(drawn)
+    assert 0.4 / MIXED_LARGE_ONE_IN <= share <= 2.0 / MIXED_LARGE_ONE_IN, share

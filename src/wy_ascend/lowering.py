@@ -6,7 +6,7 @@ the device. This module enumerates the specializations each backend can launch (
 same planner the ops use) and lowers each ahead of time with triton-ascend's own compiler
 stages (no CANN needed; only the last stage, ``npubin``, needs ``bishengir-compile``): npu
 specializations through the frontend, ``ttir`` and ``ttadapter``; cuda ones (their own flags:
-LOWP_DOT for bf16 I/O with tiles >= 32, DOT_GUARD off, beta/g time-major, grid launches) through
+LOWP_DOT for bf16 I/O with tiles >= 64, DOT_GUARD off, beta/g time-major, grid launches) through
 the frontend and ``ttir`` only (``ttadapter`` is Ascend's), which catches the frontend's type
 errors (e.g. a jit helper whose returns differ in type) before a GPU does. It checks each npu
 tile's modeled UB footprint against the capacity (cuda has no UB) and exits non-zero on any
