@@ -202,6 +202,32 @@ def cpu_markdown(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+FUZZ_TARGET = {"ci": 5.0, "nightly": 50.0}  # cases/s: the issue's fuzz throughput targets per profile
+
+
+def fuzz_markdown(paths: list[str]) -> str:
+    """Fuzz throughput per run from fuzz-report.json files (fuzz/conftest.py writes them)."""
+    lines = ["## Fuzz throughput", "",
+             "From the `fuzz-report.json` each fuzz run writes (fuzz/conftest.py): cases and wall seconds per "
+             "property are summed over the xdist workers, so a property's cases/s is per worker; the run's "
+             "cases/s is all cases over the run's wall time. Targets: `ci` on the 2-core CPU >= "
+             f"{FUZZ_TARGET['ci']:g} cases/s, `nightly` on an H200 >= {FUZZ_TARGET['nightly']:g} cases/s.", ""]
+    for path in paths:
+        r = json.loads(Path(path).read_text())
+        target = FUZZ_TARGET.get(r["profile"])
+        verdict = "" if target is None else (" (target met)" if (r["cases_per_second"] or 0) >= target
+                                              else f" (target {target:g} not met)")
+        lines += [f"`{path}`: profile `{r['profile']}`, backend `{r['backend']}`, {len(r.get('workers') or {}) or 1} "
+                  f"worker(s): {r['total_cases']} cases in {r['elapsed_seconds']:.1f} s = "
+                  f"{r['cases_per_second']} cases/s{verdict}" + (", interrupted" if r.get("interrupted") else "")
+                  + (f"; {len(r['failures'])} failure(s)" if r.get("failures") else "") + ".", "",
+                  "| property | cases | seconds (summed over workers) | cases/s per worker |", "|---|---:|---:|---:|"]
+        for name, p in r["properties"].items():
+            lines.append(f"| {name} | {p['cases']} | {p['seconds']:.1f} | {_f(p['cases_per_second'], '.2f')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def npu_markdown() -> str:
     from benchmarks import npu_model
 
@@ -220,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-json", help="device results: compare_peer.py --json or pytest-benchmark JSON")
     ap.add_argument("--cpu-json", help="pytest-benchmark JSON of the cpu backend")
     ap.add_argument("--npu-model", action="store_true", help="append the NPU launch/traffic model tables")
+    ap.add_argument("--fuzz-json", nargs="*", default=[], help="fuzz-report.json files of fuzz runs")
     ap.add_argument("--out", default="docs/benchmarks.md")
     ap.add_argument("--peer-note", default=None,
                     help="how the device JSON was produced (commit, command) when the file does not record it")
@@ -250,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(f"Run notes: {args.peer_note}\n")
     if args.cpu_json:
         parts.append(cpu_markdown(args.cpu_json))
+    if args.fuzz_json:
+        parts.append(fuzz_markdown(args.fuzz_json))
     if args.npu_model:
         parts.append(npu_markdown())
     out.parent.mkdir(parents=True, exist_ok=True)
