@@ -4,6 +4,10 @@ Reads what the nightly steps leave behind (fuzz-report.json from the fuzz confte
 pytest-benchmark JSON, the regressions/ directory before and after the run) and prints a
 GitHub job summary: step outcomes, cases run per property, failures with their regression
 files, new regression files, benchmark deltas against a baseline from an earlier run.
+When the fuzz step was killed before it wrote fuzz-report.json, the counts come from the
+progress files it left next to it (``fuzz-report.json.parts/<worker>.json``, one per process
+that ran cases, summed) and the summary says they are partial; a report marked
+``interrupted`` is flagged the same way.
 Exit status 1 when a step failed or a new regression file appeared (the job's verdict, since
 the test steps run with continue-on-error so that every report gets written), else 0.
 
@@ -50,13 +54,58 @@ def outcomes_section(outcomes: dict[str, str]) -> list[str]:
     return lines
 
 
+def parts_report(report: Path | None) -> dict[str, Any] | None:
+    """A report summed from the progress files of a fuzz run that was killed before it wrote
+    ``report`` (``<report>.parts/*.json``, fuzz/profiles.py ``Progress``); None when there are none."""
+    if report is None:
+        return None
+    directory = report.with_name(report.name + ".parts")
+    docs = [load_json(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
+    docs = [d for d in docs if isinstance(d, dict)]
+    if not docs:
+        return None
+    properties: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+
+    failures: list[dict[str, Any]] = []
+    for doc in docs:
+        for name, n in doc.get("cases", {}).items():
+            e = entry(name)
+            e["cases"] += n
+            e["seconds"] += doc.get("seconds", {}).get(name, 0.0)
+            e["cpu_seconds"] += doc.get("cpu_seconds", {}).get(name, 0.0)
+        failures += doc.get("failures", [])
+    for f in failures:
+        entry(f.get("property", "?"))["failures"] += 1
+    total = sum(p["cases"] for p in properties.values())
+    times = [(d["started"], d["updated"]) for d in docs if isinstance(d.get("started"), (int, float))
+             and isinstance(d.get("updated"), (int, float))]
+    elapsed = max(u for _, u in times) - min(s for s, _ in times) if times else 0.0
+    return {"profile": docs[0].get("profile"), "backend": docs[0].get("backend"), "interrupted": True,
+            "parts": f"{directory.name}/ ({len(docs)} file(s))", "properties": properties, "failures": failures,
+            "regressions": sorted({f["regression"] for f in failures if f.get("regression")}),
+            "total_cases": total, "elapsed_seconds": elapsed,
+            "cases_per_second": round(total / elapsed, 3) if elapsed else None,
+            "workers": {str(d.get("worker")): d.get("device") for d in docs}}
+
+
 def fuzz_section(report: Any) -> list[str]:
     if report is None:
         return ["No fuzz-report.json (the fuzz step did not get to write it)."]
-    lines = [f"Profile `{report.get('profile')}`, backend `{report.get('backend')}`, "
-             f"{report.get('workers') or 1} worker(s): **{report.get('total_cases', 0)} cases** in "
-             f"{report.get('elapsed_seconds', 0):.0f} s ({report.get('cases_per_second')} cases/s).", "",
-             "| property | cases | failures | seconds |", "|---|---:|---:|---:|"]
+    lines: list[str] = []
+    if report.get("parts"):
+        lines += [f"⚠️ The fuzz run was cut short before it wrote fuzz-report.json: **partial counts**, summed from "
+                  f"the progress files it left (`{report['parts']}`).", ""]
+    elif report.get("interrupted"):
+        lines += ["⚠️ The fuzz run was cut short (interrupted, e.g. by a time limit): **partial counts**.", ""]
+    workers = report.get("workers")
+    n_workers = (len(workers) if isinstance(workers, dict) else workers) or 1
+    lines += [f"Profile `{report.get('profile')}`, backend `{report.get('backend')}`, "
+              f"{n_workers} worker(s): **{report.get('total_cases', 0)} cases** in "
+              f"{report.get('elapsed_seconds') or 0:.0f} s ({report.get('cases_per_second')} cases/s).", "",
+              "| property | cases | failures | seconds |", "|---|---:|---:|---:|"]
     for name, p in sorted(report.get("properties", {}).items()):
         lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} |")
     failures = report.get("failures", [])
@@ -120,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy2(path, args.copy_new_to / path.name)
     bench_lines, slower = bench_section(load_json(args.bench), load_json(args.baseline), args.slowdown_pct)
 
+    fuzz_report = load_json(args.fuzz_report) or parts_report(args.fuzz_report)
     ok = not failed_steps and not new
     out = [f"## {args.title}: {'✅ passed' if ok else '❌ failed'}", ""]
     if failed_steps:
@@ -129,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         out += [f"- `{p}`" for p in new]
     elif new is None:
         out.append("New regression files: unknown (no listing of regressions/ from before the run).")
-    out += ["", "### Steps", *outcomes_section(outcomes), "", "### Fuzzing", *fuzz_section(load_json(args.fuzz_report))]
+    out += ["", "### Steps", *outcomes_section(outcomes), "", "### Fuzzing", *fuzz_section(fuzz_report)]
     out += ["", "### Benchmarks", *bench_lines]
     if slower:
         out += ["", f"{len(slower)} benchmark(s) more than {args.slowdown_pct:.0f}% slower than the baseline (flagged, "

@@ -14,28 +14,44 @@ test runs. npu: if ``ASCEND_RT_VISIBLE_DEVICES`` lists devices, the worker keeps
 worker's device. ``WY_ASCEND_NO_DEVICE_MAP=1`` turns the binding off.
 
 Every run prints Hypothesis' statistics and a summary (cases per property, failures, cases per
-second) and writes the report: ``{profile, backend, properties: {name: {cases, failures,
-seconds, cpu_seconds, cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds,
-total_cases, cases_per_second, workers: {worker: device}, tests: {nodeid: outcome}}``. It is
-only written when a property test ran (a replay of regressions/ alone leaves an earlier
-report in place).
+second) and writes the report: ``{profile, backend, interrupted, properties: {name: {cases,
+failures, seconds, cpu_seconds, cases_per_second}}, regressions: [paths], failures: [...],
+elapsed_seconds, total_cases, cases_per_second, workers: {worker: device}, tests: {nodeid:
+outcome}}`` (outcome ``interrupted``: the item was running when the run stopped). It is only
+written when a property test ran (a replay of regressions/ alone leaves an earlier report in
+place).
+
+Killed runs: every process that runs cases (each xdist worker, or the main process) rewrites
+its cumulative counts after every case to ``<report>.parts/<worker>.json`` (``main`` without
+xdist; fuzz/profiles.py ``Progress``). The controller clears that directory when the run starts
+and removes it once the report is written. It turns SIGTERM (``timeout``, a CI step's time
+limit) into KeyboardInterrupt, so pytest still ends the session and writes the report; a
+second SIGTERM is ignored while it does. The counts come from the parts files where they exist
+(they include the items still running when the run stopped) and from the tallies shipped on
+the test reports otherwise, per worker, never both. ``interrupted`` is true when the session
+was interrupted (a signal, Ctrl-C, or xdist stopping early): its counts are partial. When even
+that fails (SIGKILL), the parts directory stays behind; .ci/nightly_summary.py reads it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, RunConfig, select
+from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 
 _KEY = "wy_fuzz"
 _WORKER_KEY = "wy_fuzz_worker"
+_PATH_KEY = "wy_fuzz_report"  # the controller's report path, handed to xdist workers
 
 
 def _add(group: Any, *args: Any, **kwargs: Any) -> None:
@@ -104,19 +120,68 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class FuzzReport:
-    """Collects the tally shipped on each test's report and writes the summary and the JSON report."""
+    """Collects the tally shipped on each test's report and writes the summary and the JSON report.
+
+    In every process that runs cases it also keeps the progress file (``Progress``); in the
+    controller (or the main process) it clears stale progress files, turns SIGTERM into
+    KeyboardInterrupt and merges the progress files into the report.
+    """
 
     def __init__(self, config: pytest.Config, run: RunConfig, bound: str | None) -> None:
         self.config = config
         self.run = run
         self.bound = bound
         self.start = time.perf_counter()
-        self.properties: dict[str, dict[str, Any]] = {}
-        self.failures: list[dict[str, Any]] = []
+        self.is_worker = hasattr(config, "workerinput")
+        self.worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
+        self.shipped: dict[str, dict[str, Any]] = {}  # worker -> its tallies shipped on test reports, summed
+        self.unrecorded: list[dict[str, Any]] = []  # failed property tests whose tally recorded no failure
         self.tests: dict[str, str] = {}
         self.devices: dict[str, str | None] = {}
-        self.is_worker = hasattr(config, "workerinput")
         self.final: dict[str, Any] | None = None
+        self.interrupted = False
+        self.path = self.report_path()
+        self.parts = self.path.with_name(self.path.name + ".parts")
+        self._sigterm_seen = False
+        self._previous_sigterm: Any = None
+        if not self.is_worker:
+            shutil.rmtree(self.parts, ignore_errors=True)  # a killed earlier run's files (workers start later)
+            self._install_sigterm()
+        try:
+            self.parts.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # no progress files then (Progress.write skips); the shipped tallies still make the report
+        TALLY.progress = Progress(self.parts / f"{self.worker}.json", self.worker, run.profile.name, run.backend,
+                                  bound)
+
+    # ------------------------------------------------------------------ SIGTERM -> KeyboardInterrupt
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal.signal works in the main thread only (e.g. not under an in-thread runner)
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._previous_sigterm = signal.SIG_DFL if previous is None else previous  # None: set outside Python
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        # Once: timeout(1) signals its child and then the child's process group, so a second
+        # SIGTERM often follows the first; it must not interrupt the report being written.
+        if self._sigterm_seen:
+            return
+        self._sigterm_seen = True
+        raise KeyboardInterrupt("SIGTERM")
+
+    def pytest_unconfigure(self) -> None:
+        TALLY.progress = None
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    # ------------------------------------------------------------------ collection of the counts
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: workers write their progress next to the controller's report."""
+        node.workerinput[_PATH_KEY] = str(self.path)
 
     def pytest_report_header(self) -> list[str]:
         p = self.run.profile
@@ -130,6 +195,11 @@ class FuzzReport:
             lines.append(f"warning: profile {p.name!r} is sized for an accelerator; on the cpu backend it takes hours")
         return lines
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if TALLY.progress is not None:
+            TALLY.progress.test = item.nodeid
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
@@ -137,8 +207,7 @@ class FuzzReport:
             tally = TALLY.drain()
             if tally["cases"] or tally["failures"]:
                 report.user_properties.append((_KEY, tally))
-            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-            report.user_properties.append((_WORKER_KEY, {"worker": worker, "device": self.bound}))
+            report.user_properties.append((_WORKER_KEY, {"worker": self.worker, "device": self.bound}))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -147,43 +216,88 @@ class FuzzReport:
         prop = _property_of(report.nodeid)
         if report.when == "call" or report.failed:
             self.tests[report.nodeid] = report.outcome
-        for key, tally in report.user_properties:
-            if key == _WORKER_KEY:
-                self.devices[tally["worker"]] = tally["device"]
-            if key != _KEY:
-                continue
-            for name, n in tally["cases"].items():
-                entry = self._entry(name)
-                entry["cases"] += n
-                entry["seconds"] += tally["seconds"].get(name, 0.0)
-                entry["cpu_seconds"] += tally.get("cpu_seconds", {}).get(name, 0.0)
-            for failure in tally["failures"]:
-                self._entry(failure["property"])["failures"] += 1
-                self.failures.append({**failure, "test": report.nodeid})
-        if prop is not None and report.failed and not any(f["test"] == report.nodeid for f in self.failures):
+        props: dict[str, Any] = dict(report.user_properties)
+        worker = props.get(_WORKER_KEY, {}).get("worker", "main")
+        if _WORKER_KEY in props:
+            self.devices[worker] = props[_WORKER_KEY]["device"]
+        tally = props.get(_KEY)
+        if tally is not None:
+            shipped = self.shipped.setdefault(worker, _empty())
+            for key in ("cases", "seconds", "cpu_seconds"):
+                for name, n in tally.get(key, {}).items():
+                    shipped[key][name] = shipped[key].get(name, 0) + n
+            shipped["failures"] += [{**f, "test": report.nodeid} for f in tally["failures"]]
+        if prop is not None and report.failed and not self._has_failure(report.nodeid):
             # A failure that never reached the final replay of a property (e.g. a strategy or health-check error).
-            self._entry(prop)["failures"] += 1
             message = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
-            self.failures.append({"property": prop, "regression": None, "message": message, "case": None,
-                                  "test": report.nodeid})
+            self.unrecorded.append({"property": prop, "regression": None, "message": message, "case": None,
+                                    "test": report.nodeid})
 
-    def _entry(self, name: str) -> dict[str, Any]:
-        return self.properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+    def _has_failure(self, nodeid: str) -> bool:
+        recorded = (f for t in self.shipped.values() for f in t["failures"])
+        return any(f["test"] == nodeid for f in (*recorded, *self.unrecorded))
+
+    def read_parts(self) -> dict[str, dict[str, Any]]:
+        """The progress files of this run, by worker (unreadable ones skipped)."""
+        parts: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.parts.glob("*.json")) if self.parts.is_dir() else []:
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict):
+                parts[str(doc.get("worker", path.stem))] = doc
+        return parts
+
+    def counts(self, parts: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """Per-property counts and the failures, each worker's from its progress file when that
+        covers what it shipped (it does unless a write failed; it adds the items cut short by an
+        interruption), else from its shipped tallies: never both, so nothing is counted twice."""
+        sources = dict(self.shipped)
+        for worker, part in parts.items():
+            shipped = self.shipped.get(worker, _empty())
+            if all(part.get("cases", {}).get(name, 0) >= n for name, n in shipped["cases"].items()) and len(
+                    part.get("failures", [])) >= len(shipped["failures"]):
+                sources[worker] = part
+        properties: dict[str, dict[str, Any]] = {}
+
+        def entry(name: str) -> dict[str, Any]:
+            return properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+
+        failures: list[dict[str, Any]] = []
+        for _, tally in sorted(sources.items()):
+            for name, n in tally.get("cases", {}).items():
+                e = entry(name)
+                e["cases"] += n
+                e["seconds"] += tally.get("seconds", {}).get(name, 0.0)
+                e["cpu_seconds"] += tally.get("cpu_seconds", {}).get(name, 0.0)
+            failures += tally.get("failures", [])
+        failures += self.unrecorded
+        for failure in failures:
+            entry(failure["property"])["failures"] += 1
+        return properties, failures
 
     def summary(self) -> dict[str, Any]:
+        parts = self.read_parts()
+        properties, failures = self.counts(parts)
+        for worker, part in parts.items():  # workers that were stopped before they finished an item
+            self.devices.setdefault(worker, part.get("device"))
+            if part.get("test"):  # the item it ran last; no outcome: the run stopped while it ran
+                self.tests.setdefault(part["test"], "interrupted")
         elapsed = time.perf_counter() - self.start
-        total = sum(p["cases"] for p in self.properties.values())
+        total = sum(p["cases"] for p in properties.values())
         props = {
             name: {**p, "seconds": round(p["seconds"], 3), "cpu_seconds": round(p["cpu_seconds"], 3),
                    "cases_per_second": round(p["cases"] / p["seconds"], 3) if p["seconds"] else None}
-            for name, p in sorted(self.properties.items())
+            for name, p in sorted(properties.items())
         }
         return {
             "profile": self.run.profile.name,
             "backend": self.run.backend,
+            "interrupted": self.interrupted,  # the session was cut short: partial counts
             "properties": props,
-            "regressions": sorted({f["regression"] for f in self.failures if f["regression"]}),
-            "failures": self.failures,
+            "regressions": sorted({f["regression"] for f in failures if f["regression"]}),
+            "failures": failures,
             "total_cases": total,
             "elapsed_seconds": round(elapsed, 3),
             "cases_per_second": round(total / elapsed, 3) if elapsed else None,
@@ -192,15 +306,20 @@ class FuzzReport:
         }
 
     def report_path(self) -> Path:
+        workerinput = getattr(self.config, "workerinput", {})
+        if _PATH_KEY in workerinput:
+            return Path(workerinput[_PATH_KEY])
         path = self.config.getoption("--fuzz-report") or os.environ.get(REPORT_ENV) or DEFAULT_REPORT
         return Path(self.config.invocation_params.dir, path)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or not self.properties:
+        if self.is_worker or self.final is None:
             return
-        s = self.final or self.summary()
+        s = self.final
         tr = terminalreporter
         tr.section("wy_ascend fuzz summary")
+        if s["interrupted"]:
+            tr.write_line("interrupted: partial counts (the properties cut short included)", yellow=True)
         tr.write_line(f"profile {s['profile']}, backend {s['backend']}, {s['total_cases']} cases in "
                       f"{s['elapsed_seconds']:.1f} s ({s['cases_per_second']} cases/s)")
         tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cpu s':>10}{'cases/s':>10}")
@@ -211,17 +330,25 @@ class FuzzReport:
         for f in s["failures"]:
             tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
             tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")
-        tr.write_line(f"report: {self.report_path()}")
+        tr.write_line(f"report: {self.path}")
 
-    def pytest_sessionfinish(self) -> None:
-        if self.is_worker or not self.properties:
+    @pytest.hookimpl(trylast=True)  # after xdist's sessionfinish, which stops the workers
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        if self.is_worker:
             return
-        self.final = self.summary()
-        path = self.report_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.final, indent=2) + "\n")
-        tmp.replace(path)
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        final = self.summary()
+        if final["properties"]:
+            self.final = final
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps(final, indent=2) + "\n")
+            tmp.replace(self.path)
+        shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
+
+
+def _empty() -> dict[str, Any]:
+    return {"cases": {}, "seconds": {}, "cpu_seconds": {}, "failures": []}
 
 
 def _property_of(nodeid: str) -> str | None:

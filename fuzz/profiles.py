@@ -24,8 +24,10 @@ that every xdist worker shares. It is a cache; minimized failures are stored as 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,17 +146,66 @@ def current() -> RunConfig:
 
 
 @dataclass
+class Progress:
+    """This process's cumulative counts per property (never drained), kept on disk as it goes.
+
+    ``write`` rewrites ``path`` (tmp + ``os.replace``: a reader or a kill never sees half a file)
+    with ``{worker, device, pid, profile, backend, test, started, updated, cases, seconds,
+    cpu_seconds, failures}``; the tally calls it after every case (well under a millisecond), so a
+    run killed mid-property still leaves the counts of its in-flight items (fuzz/conftest.py
+    merges them into fuzz-report.json; .ci/nightly_summary.py reads them when that was not written).
+    """
+
+    path: Path
+    worker: str
+    profile: str = ""
+    backend: str = ""
+    device: str | None = None  # what the worker bound (fuzz/conftest.py bind_worker_device)
+    test: str | None = None  # nodeid of the item running (or last run), noted on failures
+    cases: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
+        self.cases[prop] = self.cases.get(prop, 0) + 1
+        self.seconds[prop] = self.seconds.get(prop, 0.0) + seconds
+        self.cpu_seconds[prop] = self.cpu_seconds.get(prop, 0.0) + cpu_seconds
+        self.write()
+
+    def fail(self, failure: dict[str, Any]) -> None:
+        self.failures.append({**failure, "test": self.test})
+        self.write()
+
+    def write(self) -> None:
+        """Rewrite the file; a failed write (e.g. the directory is gone: the run ended) is skipped."""
+        doc = {"worker": self.worker, "device": self.device, "pid": os.getpid(), "profile": self.profile,
+               "backend": self.backend, "test": self.test, "started": self.started, "updated": time.time(),
+               "cases": self.cases, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+               "failures": self.failures}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(doc, default=str))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+@dataclass
 class Tally:
     """Cases run, seconds spent and failures recorded per property since the last ``drain``.
 
     The tests add to it; conftest drains it after each test and ships the counts on the test's
     report, so counts from xdist workers reach the controller that writes fuzz-report.json.
+    When ``progress`` is set, every case and failure is also added to it (cumulative, on disk).
     """
 
     cases: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    progress: Progress | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
@@ -162,10 +213,15 @@ class Tally:
             self.cases[prop] = self.cases.get(prop, 0) + 1
             self.seconds[prop] = self.seconds.get(prop, 0.0) + seconds
             self.cpu_seconds[prop] = self.cpu_seconds.get(prop, 0.0) + cpu_seconds
+            if self.progress is not None:
+                self.progress.add(prop, seconds, cpu_seconds)
 
     def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
         with self.lock:
-            self.failures.append({"property": prop, "regression": regression, "message": message, "case": case})
+            failure = {"property": prop, "regression": regression, "message": message, "case": case}
+            self.failures.append(failure)
+            if self.progress is not None:
+                self.progress.fail(failure)
 
     def drain(self) -> dict[str, Any]:
         with self.lock:

@@ -170,3 +170,35 @@ def test_summary_passes_a_clean_night_without_baseline(summary, tmp_path, capsys
     out = capsys.readouterr().out
     assert code == 0 and "✅ passed" in out
     assert "No baseline from an earlier run yet" in out and "| `bench.py::fwd` | 2.000 | - | new |" in out
+
+
+def test_summary_falls_back_to_the_progress_files_of_a_killed_fuzz_run(summary, tmp_path, capsys) -> None:
+    parts = tmp_path / "fuzz-report.json.parts"  # no fuzz-report.json: the step was killed
+    parts.mkdir()
+    failure = {"property": "oracle", "regression": "regressions/oracle-0123456789ab.json", "message": "dk differs",
+               "case": {}, "test": "fuzz/test_fuzz.py::test_oracle"}
+    write(parts / "gw0.json", {"worker": "gw0", "device": "cuda:0", "profile": "nightly", "backend": "cuda",
+                               "started": 1000.0, "updated": 1400.0, "cases": {"oracle": 5, "bad_input": 40},
+                               "seconds": {"oracle": 300.0, "bad_input": 20.0}, "failures": [failure]})
+    write(parts / "gw1.json", {"worker": "gw1", "device": "cuda:1", "profile": "nightly", "backend": "cuda",
+                               "started": 1001.0, "updated": 1500.0, "cases": {"oracle": 3},
+                               "seconds": {"oracle": 150.5}, "failures": []})
+    (parts / "gw1.json.tmp").write_text("{half a fi")  # a write the kill cut short: ignored
+    args = ["--outcome", "fuzz=failure", "--fuzz-report", str(tmp_path / "fuzz-report.json"),
+            "--regressions-dir", str(tmp_path)]
+    assert summary.main(args) == 1  # the verdict is still the steps' (and new regression files')
+    out = capsys.readouterr().out
+    assert "cut short before it wrote fuzz-report.json: **partial counts**" in out
+    assert "`fuzz-report.json.parts/ (2 file(s))`" in out
+    assert "Profile `nightly`, backend `cuda`, 2 worker(s): **48 cases** in 500 s" in out
+    assert "| oracle | 8 | 1 | 450.5 |" in out and "| bad_input | 40 | 0 | 20.0 |" in out
+    assert "`regressions/oracle-0123456789ab.json`: dk differs" in out
+    assert summary.main(["--outcome", "fuzz=success", *args[2:]]) == 0  # partial counts alone fail nothing
+    capsys.readouterr()
+
+
+def test_summary_flags_an_interrupted_report(summary, tmp_path, capsys) -> None:
+    report = write(tmp_path / "fuzz-report.json", {**REPORT, "interrupted": True, "workers": {"gw0": None}})
+    assert summary.main(["--fuzz-report", str(report), "--regressions-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cut short (interrupted" in out and "1 worker(s)" in out and "No fuzz-report.json" not in out

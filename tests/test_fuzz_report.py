@@ -1,0 +1,76 @@
+"""fuzz-report.json survives a killed fuzz run (fuzz/conftest.py FuzzReport, fuzz/profiles.py Progress).
+
+Each test runs a short fuzz session of ``test_plan_coverage`` (planning only: no kernel runs, a few
+ms a case) in a subprocess, without xdist, on the cpu backend, with the report, the Hypothesis
+storage and the regression store in a temp directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = "fuzz/test_fuzz.py::test_plan_coverage"
+
+
+def fuzz_cmd(report: Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", NODE, "--profile", "ci", "--backend", "cpu", "-p", "no:xdist",
+            "-p", "no:cacheprovider", "-q", "--fuzz-report", str(report)]
+
+
+def fuzz_env(tmp: Path, scale: float) -> dict[str, str]:
+    # Not this test run's xdist worker identity, addopts or profile: the child is a run of its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WY_ASCEND_"))}
+    env.update(WY_ASCEND_FUZZ_SCALE=str(scale), WY_ASCEND_REGRESSIONS=str(tmp / "regressions"),
+               HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"), TRITON_INTERPRET="1")
+    return env
+
+
+def test_a_finished_run_writes_the_report_and_removes_its_progress_files(tmp_path) -> None:
+    report = tmp_path / "r.json"
+    stale = tmp_path / "r.json.parts"
+    stale.mkdir()  # a killed earlier run's progress file: must not count in this run
+    (stale / "gw7.json").write_text(json.dumps({"worker": "gw7", "cases": {"oracle": 999}, "failures": []}))
+    proc = subprocess.run(fuzz_cmd(report), cwd=ROOT, env=fuzz_env(tmp_path, 0.01), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(report.read_text())
+    assert not stale.exists()
+    assert doc["interrupted"] is False
+    assert set(doc["properties"]) == {"plan_coverage"}  # not the stale oracle counts
+    assert doc["properties"]["plan_coverage"]["cases"] == doc["total_cases"] == 10  # 1000 x 0.01, counted once
+    assert doc["tests"] == {NODE: "passed"} and doc["workers"] == {"main": None}
+
+
+def test_sigterm_still_writes_the_report_with_the_counts_so_far(tmp_path) -> None:
+    report = tmp_path / "r.json"
+    part = tmp_path / "r.json.parts" / "main.json"
+    proc = subprocess.Popen(fuzz_cmd(report), cwd=ROOT, env=fuzz_env(tmp_path, 100.0), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not part.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert part.exists(), "no progress file appeared"
+        time.sleep(0.5)
+        seen = json.loads(part.read_text())["cases"]["plan_coverage"]
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # as timeout(1) does (the child, then its process group)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the process group this test started
+            proc.communicate()
+    assert proc.returncode == 2, out[-3000:]  # pytest's "interrupted"
+    doc = json.loads(report.read_text())
+    assert doc["interrupted"] is True
+    assert doc["properties"]["plan_coverage"]["cases"] >= seen > 0  # the in-flight item's partial count
+    assert doc["tests"] == {NODE: "interrupted"}
+    assert not part.parent.exists()
+    assert "interrupted: partial counts" in out
