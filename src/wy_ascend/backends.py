@@ -254,7 +254,35 @@ def _kernels(interpret: bool) -> ModuleType:
             f"backend {'cpu' if interpret else 'npu/cuda'} needs {need}; this process imported triton in the other "
             "mode (one process runs either the interpreter or compiled kernels)"
         )
+    if interpret:
+        _patch_language_once()
     return kernels
+
+
+@cache
+def _patch_language_once() -> None:
+    """Make the interpreter patch ``triton.language`` once per module instead of on every call.
+
+    The interpreter (triton-ascend 3.2, as upstream triton 3.2) calls ``_patch_lang`` on each
+    call of a jit helper, re-patching ``triton.language`` through ``inspect.getmembers``: about
+    half of a fuzz case's time. The patch is process-wide and never undone, so applying it once
+    per calling module (``fn.__globals__``) changes nothing else. Skipped if the interpreter
+    has no ``_patch_lang``.
+    """
+    from triton.runtime import interpreter
+
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None:
+        return
+    patched: set[int] = set()
+
+    def patch_once(fn: object) -> None:
+        key = id(fn.__globals__)  # type: ignore[attr-defined]
+        if key not in patched:
+            patch(fn)
+            patched.add(key)
+
+    interpreter._patch_lang = patch_once
 
 
 AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
