@@ -19,5 +19,6 @@ def test_fuzz_section_reads_the_report(tmp_path: Path) -> None:
     path = tmp_path / "fuzz-report.json"
     path.write_text(json.dumps(report))
     text = fuzz_markdown([str(path)])
-    assert "profile `ci`, backend `cpu`, 2 worker(s): 30 cases in 10.0 s = 3.0 cases/s (target 5 not met)" in text
+    assert ("profile `ci`, backend `cpu`, 2 worker(s): 30 cases in 10.0 s = 3.0 cases/s; the oracle property "
+            "1.25 cases/s: target 5 not met" in text)
     assert "| oracle | 10 | 8.0 | 1.25 |" in text and "| bad_input | 20 | 0.5 | 40.00 |" in text
