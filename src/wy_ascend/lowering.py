@@ -6,7 +6,7 @@ the device. This module enumerates the specializations each backend can launch (
 same planner the ops use) and lowers each ahead of time with triton-ascend's own compiler
 stages (no CANN needed; only the last stage, ``npubin``, needs ``bishengir-compile``): npu
 specializations through the frontend, ``ttir`` and ``ttadapter``; cuda ones (their own flags:
-LOWP_DOT for bf16 I/O with tiles >= 64, DOT_GUARD off, beta/g time-major, grid launches) through
+LOWP_DOT for bf16 I/O with tiles >= 64, DOT_GUARD off, beta/g time-major) through
 the frontend and ``ttir`` only (``ttadapter`` is Ascend's), which catches the frontend's type
 errors (e.g. a jit helper whose returns differ in type) before a GPU does. It checks each npu
 tile's modeled UB footprint against the capacity (cuda has no UB) and exits non-zero on any
@@ -14,8 +14,8 @@ failure, naming the backend, the kernel, the specialization and the compiler's m
 
 The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the axes that
 change the lowered program's structure (control flow, tensor shapes and element types, which
-arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR and PERSISTENT (npu: both
-values; cuda: False) and the I/O dtype; LOWP_DOT and DOT_GUARD are the backend's (npu: False,
+arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends launch
+both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the backend's (npu: False,
 True). The other axes only enter as integer constants of address arithmetic, masks and trip
 counts (K, V, H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they
 are covered along n specializations per structural combination instead of crossed (their full
@@ -220,19 +220,16 @@ def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]
     """Every specialization the npu and the cuda backend can launch (module doc), npu first, and
     the npu ones the UB model skips.
 
-    ``ub_bytes`` overrides the npu backend's unified buffer size. The npu backend launches both
-    shapes (its persistent core grid, or a grid with ``LaunchConfig(mode="grid")``); cuda a grid."""
+    ``ub_bytes`` overrides the npu backend's unified buffer size."""
     ub_bytes = ub_bytes or BACKENDS["npu"].ub_bytes
-    npu, skips = backend_specs("npu", LaunchConfig(num_cores=1, ub_bytes=ub_bytes), persistent_values=(True, False))
-    cuda, _ = backend_specs("cuda", LaunchConfig(num_cores=1), persistent_values=(False,))  # no UB: nothing skipped
+    npu, skips = backend_specs("npu", LaunchConfig(num_cores=1, ub_bytes=ub_bytes))
+    cuda, _ = backend_specs("cuda", LaunchConfig(num_cores=1))  # no UB: nothing skipped
     return npu + cuda, skips
 
 
-def backend_specs(
-    backend: str, config: LaunchConfig, persistent_values: tuple[bool, ...]
-) -> tuple[list[Spec], list[Skip]]:
-    """The specializations ``backend`` launches under ``config`` (module doc), PERSISTENT over
-    ``persistent_values``, and those its UB model skips."""
+def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[Skip]]:
+    """The specializations ``backend`` launches under ``config`` (module doc), and those its UB
+    model skips."""
     b = BACKENDS[backend]
     # Tiles come from the planner the ops call; num_cores given so no device is queried.
     device_spec = b.spec(torch.device("cpu"), config)
@@ -243,7 +240,7 @@ def backend_specs(
     specs: list[Spec] = []
     skipped: dict[tuple[str, int], list[str]] = {}
     for kernel, bt, use_g, varlen, head_major, dtype, persistent in itertools.product(
-        kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, persistent_values
+        kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, (True, False)
     ):
         heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
         for i, k in enumerate(dims):
@@ -556,7 +553,7 @@ def _skip_line(s: Skip) -> str:
 
 
 def _counts(specs: list[Spec]) -> str:
-    """E.g. "npu 2352 (fwd 1344, bwd 1008) + cuda 672 (fwd 336, bwd 336)"."""
+    """E.g. "npu 2352 (fwd 1344, bwd 1008) + cuda 1344 (fwd 672, bwd 672)"."""
     by_backend: dict[str, Counter[str]] = {}
     for spec in specs:
         by_backend.setdefault(spec.backend, Counter())[spec.kernel] += 1
