@@ -265,8 +265,10 @@ def main(argv: list[str] | None = None) -> int:
              "or `nox -s bench -- --backend cuda` (pytest-benchmark JSON, with versions and command recorded)",
              "- CPU: `TRITON_INTERPRET=1 python -m pytest benchmarks/ --benchmark-json=docs/bench-cpu.json` "
              "(or `nox -s bench`)",
+             "- fuzz throughput: `nox -s fuzz -- --profile ci -n 2 --fuzz-report docs/fuzz-report-cpu-ci.json` "
+             "(a device run: `--profile nightly --backend cuda -n <GPUs>`)",
              "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/bench-cpu.json "
-             "--npu-model --out docs/benchmarks.md`", ""]
+             "--fuzz-json <fuzz reports> --npu-model --out docs/benchmarks.md`", ""]
     if args.peer_json:
         peer = load_peer(args.peer_json)
         plot_path = Path(args.plot) if args.plot else out.parent / "bench_h200.png"
