@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for fuzz.counts
+from fuzz.counts import Counts  # noqa: E402  (no third-party imports: works when the setup step failed)
+
 SLOWDOWN_PCT = 10.0  # a benchmark this much slower than its baseline is flagged (not failed: noise)
 
 
@@ -64,21 +67,10 @@ def parts_report(report: Path | None) -> dict[str, Any] | None:
     docs = [d for d in docs if isinstance(d, dict)]
     if not docs:
         return None
-    properties: dict[str, dict[str, Any]] = {}
-
-    def entry(name: str) -> dict[str, Any]:
-        return properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
-
-    failures: list[dict[str, Any]] = []
+    counts = Counts()
     for doc in docs:
-        for name, n in doc.get("cases", {}).items():
-            e = entry(name)
-            e["cases"] += n
-            e["seconds"] += doc.get("seconds", {}).get(name, 0.0)
-            e["cpu_seconds"] += doc.get("cpu_seconds", {}).get(name, 0.0)
-        failures += doc.get("failures", [])
-    for f in failures:
-        entry(f.get("property", "?"))["failures"] += 1
+        counts.merge(doc)
+    properties, failures = counts.properties(), counts.failures
     total = sum(p["cases"] for p in properties.values())
     times = [(d["started"], d["updated"]) for d in docs if isinstance(d.get("started"), (int, float))
              and isinstance(d.get("updated"), (int, float))]

@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 
+from fuzz.counts import Counts
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 
 _KEY = "wy_fuzz"
@@ -134,7 +135,7 @@ class FuzzReport:
         self.start = time.perf_counter()
         self.is_worker = hasattr(config, "workerinput")
         self.worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
-        self.shipped: dict[str, dict[str, Any]] = {}  # worker -> its tallies shipped on test reports, summed
+        self.shipped: dict[str, Counts] = {}  # worker -> its tallies shipped on test reports, summed
         self.unrecorded: list[dict[str, Any]] = []  # failed property tests whose tally recorded no failure
         self.tests: dict[str, str] = {}
         self.devices: dict[str, str | None] = {}
@@ -222,11 +223,8 @@ class FuzzReport:
             self.devices[worker] = props[_WORKER_KEY]["device"]
         tally = props.get(_KEY)
         if tally is not None:
-            shipped = self.shipped.setdefault(worker, _empty())
-            for key in ("cases", "seconds", "cpu_seconds"):
-                for name, n in tally.get(key, {}).items():
-                    shipped[key][name] = shipped[key].get(name, 0) + n
-            shipped["failures"] += [{**f, "test": report.nodeid} for f in tally["failures"]]
+            failures = [{**f, "test": report.nodeid} for f in tally["failures"]]
+            self.shipped.setdefault(worker, Counts()).merge({**tally, "failures": failures})
         if prop is not None and report.failed and not self._has_failure(report.nodeid):
             # A failure that never reached the final replay of a property (e.g. a strategy or health-check error).
             message = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
@@ -234,7 +232,7 @@ class FuzzReport:
                                     "test": report.nodeid})
 
     def _has_failure(self, nodeid: str) -> bool:
-        recorded = (f for t in self.shipped.values() for f in t["failures"])
+        recorded = (f for t in self.shipped.values() for f in t.failures)
         return any(f["test"] == nodeid for f in (*recorded, *self.unrecorded))
 
     def read_parts(self) -> dict[str, dict[str, Any]]:
@@ -253,29 +251,17 @@ class FuzzReport:
         """Per-property counts and the failures, each worker's from its progress file when that
         covers what it shipped (it does unless a write failed; it adds the items cut short by an
         interruption), else from its shipped tallies: never both, so nothing is counted twice."""
-        sources = dict(self.shipped)
+        sources = {worker: shipped.as_dict() for worker, shipped in self.shipped.items()}
         for worker, part in parts.items():
-            shipped = self.shipped.get(worker, _empty())
-            if all(part.get("cases", {}).get(name, 0) >= n for name, n in shipped["cases"].items()) and len(
-                    part.get("failures", [])) >= len(shipped["failures"]):
+            shipped = self.shipped.get(worker, Counts())
+            if all(part.get("cases", {}).get(name, 0) >= n for name, n in shipped.cases.items()) and len(
+                    part.get("failures", [])) >= len(shipped.failures):
                 sources[worker] = part
-        properties: dict[str, dict[str, Any]] = {}
-
-        def entry(name: str) -> dict[str, Any]:
-            return properties.setdefault(name, {"cases": 0, "failures": 0, "seconds": 0.0, "cpu_seconds": 0.0})
-
-        failures: list[dict[str, Any]] = []
-        for _, tally in sorted(sources.items()):
-            for name, n in tally.get("cases", {}).items():
-                e = entry(name)
-                e["cases"] += n
-                e["seconds"] += tally.get("seconds", {}).get(name, 0.0)
-                e["cpu_seconds"] += tally.get("cpu_seconds", {}).get(name, 0.0)
-            failures += tally.get("failures", [])
-        failures += self.unrecorded
-        for failure in failures:
-            entry(failure["property"])["failures"] += 1
-        return properties, failures
+        total = Counts()
+        for _, doc in sorted(sources.items()):
+            total.merge(doc)
+        total.failures += self.unrecorded
+        return total.properties(), total.failures
 
     def summary(self) -> dict[str, Any]:
         parts = self.read_parts()
@@ -345,10 +331,6 @@ class FuzzReport:
             tmp.write_text(json.dumps(final, indent=2) + "\n")
             tmp.replace(self.path)
         shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
-
-
-def _empty() -> dict[str, Any]:
-    return {"cases": {}, "seconds": {}, "cpu_seconds": {}, "failures": []}
 
 
 def _property_of(nodeid: str) -> str | None:

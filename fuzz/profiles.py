@@ -35,6 +35,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from fuzz.counts import Counts
 from fuzz.strategies import CPU_SIZES, Sizes
 
 PROFILE_ENV = "WY_ASCEND_PROFILE"
@@ -162,28 +163,22 @@ class Progress:
     backend: str = ""
     device: str | None = None  # what the worker bound (fuzz/conftest.py bind_worker_device)
     test: str | None = None  # nodeid of the item running (or last run), noted on failures
-    cases: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    cpu_seconds: dict[str, float] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
     started: float = field(default_factory=time.time)
 
     def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
-        self.cases[prop] = self.cases.get(prop, 0) + 1
-        self.seconds[prop] = self.seconds.get(prop, 0.0) + seconds
-        self.cpu_seconds[prop] = self.cpu_seconds.get(prop, 0.0) + cpu_seconds
+        self.counts.add(prop, seconds, cpu_seconds)
         self.write()
 
     def fail(self, failure: dict[str, Any]) -> None:
-        self.failures.append({**failure, "test": self.test})
+        self.counts.failures.append({**failure, "test": self.test})
         self.write()
 
     def write(self) -> None:
         """Rewrite the file; a failed write (e.g. the directory is gone: the run ended) is skipped."""
         doc = {"worker": self.worker, "device": self.device, "pid": os.getpid(), "profile": self.profile,
                "backend": self.backend, "test": self.test, "started": self.started, "updated": time.time(),
-               "cases": self.cases, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
-               "failures": self.failures}
+               **self.counts.as_dict()}
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             tmp.write_text(json.dumps(doc, default=str))
@@ -201,33 +196,27 @@ class Tally:
     When ``progress`` is set, every case and failure is also added to it (cumulative, on disk).
     """
 
-    cases: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    cpu_seconds: dict[str, float] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
     progress: Progress | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
         with self.lock:
-            self.cases[prop] = self.cases.get(prop, 0) + 1
-            self.seconds[prop] = self.seconds.get(prop, 0.0) + seconds
-            self.cpu_seconds[prop] = self.cpu_seconds.get(prop, 0.0) + cpu_seconds
+            self.counts.add(prop, seconds, cpu_seconds)
             if self.progress is not None:
                 self.progress.add(prop, seconds, cpu_seconds)
 
     def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
         with self.lock:
             failure = {"property": prop, "regression": regression, "message": message, "case": case}
-            self.failures.append(failure)
+            self.counts.failures.append(failure)
             if self.progress is not None:
                 self.progress.fail(failure)
 
     def drain(self) -> dict[str, Any]:
+        """The counts since the last drain (``Counts.as_dict``), reset."""
         with self.lock:
-            out = {"cases": self.cases, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
-                   "failures": self.failures}
-            self.cases, self.seconds, self.cpu_seconds, self.failures = {}, {}, {}, []
+            out, self.counts = self.counts.as_dict(), Counts()
         return out
 
 
