@@ -129,22 +129,22 @@ def _transpose(name: str, rows: int, itemsize: int) -> Stage:
                  scratch=rows * itemsize)
 
 
-def _layout_in(p: Problem) -> list[Stage]:
+def _gate_transposes(p: Problem, beta: str, g: str, layout: str) -> list[Stage]:
+    """The head-major layout's host transposes of ``beta`` and (gated) ``g`` into ``layout``."""
     if p.HV == 1:
         return []
-    out = [_transpose("beta -> [B,HV,T]", p.rows, p.itemsize)]
+    out = [_transpose(f"{beta} -> {layout}", p.rows, p.itemsize)]
     if p.use_g:
-        out.append(_transpose("g -> [B,HV,T]", p.rows, p.gate_itemsize))
+        out.append(_transpose(f"{g} -> {layout}", p.rows, p.gate_itemsize))
     return out
+
+
+def _layout_in(p: Problem) -> list[Stage]:
+    return _gate_transposes(p, "beta", "g", "[B,HV,T]")
 
 
 def _layout_out(p: Problem) -> list[Stage]:
-    if p.HV == 1:
-        return []
-    out = [_transpose("dbeta -> [B,T,HV]", p.rows, p.itemsize)]
-    if p.use_g:
-        out.append(_transpose("dg -> [B,T,HV]", p.rows, p.gate_itemsize))
-    return out
+    return _gate_transposes(p, "dbeta", "dg", "[B,T,HV]")
 
 
 def ours_bwd(p: Problem, spec: DeviceSpec) -> list[Stage]:

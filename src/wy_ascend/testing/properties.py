@@ -80,9 +80,15 @@ def supported(case: Case) -> bool:
     return True
 
 
+def float64_device(device: torch.device) -> torch.device:
+    """Where float64 math on tensors of ``device`` runs: a CUDA device itself (IEEE float64
+    there too, no host round trip), else the host (Ascend NPUs lack float64 for most operators)."""
+    return device if device.type == "cuda" else torch.device("cpu")
+
+
 def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref|| in float64; 0 when both are zero, inf on any NaN."""
-    device = out.device if out.device.type == "cuda" else torch.device("cpu")  # float64: cuda or host
+    device = float64_device(out.device)
     out, ref = out.detach().to(device, torch.float64), ref.detach().to(device, torch.float64)
     if not torch.isfinite(out).all():
         return math.inf
@@ -111,12 +117,13 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
 def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:
     """The float64 oracle on exactly the kernel's inputs (given A), by output name.
 
-    On a CUDA device it runs there (IEEE float64 too), so that GPU runs do not wait on a
-    host oracle for every large case, and on the CPU when the GPU has no memory left for the
-    float64 copies. NPU inputs go to the CPU: Ascend NPUs lack float64 for most operators."""
-    if inputs.k.device.type == "cuda":
+    It runs on ``float64_device`` (on a GPU, so that GPU runs do not wait on a host oracle
+    for every large case), and on the host when the GPU has no memory left for the float64
+    copies."""
+    device = float64_device(inputs.k.device)
+    if device.type != "cpu":
         try:
-            return _oracle_on(inputs, inputs.k.device)
+            return _oracle_on(inputs, device)
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
     return _oracle_on(inputs, torch.device("cpu"))
