@@ -14,10 +14,10 @@ failure, naming the backend, the kernel, the specialization and the compiler's m
 
 The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the axes that
 change the lowered program's structure (control flow, tensor shapes and element types, which
-arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends launch
-both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the backend's (npu: False,
-True). The other axes only enter as integer constants of address arithmetic, masks and trip
-counts (K, V, H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they
+arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends
+launch both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the
+backend's (npu: False, True). The other axes only enter as integer constants of address
+arithmetic, masks and trip counts (K, V, H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they
 are covered along n specializations per structural combination instead of crossed (their full
 product is ~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
