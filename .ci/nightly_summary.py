@@ -97,9 +97,13 @@ def fuzz_section(report: Any) -> list[str]:
     lines += [f"Profile `{report.get('profile')}`, backend `{report.get('backend')}`, "
               f"{n_workers} worker(s): **{report.get('total_cases', 0)} cases** in "
               f"{report.get('elapsed_seconds') or 0:.0f} s ({report.get('cases_per_second')} cases/s).", "",
-              "| property | cases | failures | seconds |", "|---|---:|---:|---:|"]
+              "| property | cases | failures | seconds | warm cases (no new compile) | warm cases/s |",
+              "|---|---:|---:|---:|---:|---:|"]
     for name, p in sorted(report.get("properties", {}).items()):
-        lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} |")
+        warm, warm_s = p.get("warm_cases", 0), p.get("warm_seconds", 0)
+        rate = f"{warm / warm_s:.2f}" if warm_s else "-"
+        lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} "
+                     f"| {warm} | {rate} |")
     failures = report.get("failures", [])
     if failures:
         lines += ["", f"**{len(failures)} failure(s):**", ""]

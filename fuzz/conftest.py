@@ -15,9 +15,12 @@ worker's device. ``WY_ASCEND_NO_DEVICE_MAP=1`` turns the binding off.
 
 Every run prints Hypothesis' statistics and a summary (cases per property, failures, cases per
 second) and writes the report: ``{profile, backend, interrupted, properties: {name: {cases,
-failures, seconds, cpu_seconds, cases_per_second}}, regressions: [paths], failures: [...],
-elapsed_seconds, total_cases, cases_per_second, workers: {worker: device}, tests: {nodeid:
-outcome}}`` (outcome ``interrupted``: the item was running when the run stopped). It is only
+failures, seconds, cpu_seconds, cases_per_second, warm_cases, warm_seconds,
+warm_cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds, total_cases,
+cases_per_second, warm_cases_per_second_per_worker, workers: {worker: device}, tests: {nodeid:
+outcome}}`` (outcome ``interrupted``: the item was running when the run stopped). Warm cases
+are those that compiled no new kernel (fuzz/counts.py): their rate is the suite's speed once
+compiled. The report is only
 written when a property test ran (a replay of regressions/ alone leaves an earlier report in
 place).
 
@@ -273,10 +276,12 @@ class FuzzReport:
         elapsed = time.perf_counter() - self.start
         total = sum(p["cases"] for p in properties.values())
         props = {
-            name: {**p, "seconds": round(p["seconds"], 3), "cpu_seconds": round(p["cpu_seconds"], 3),
-                   "cases_per_second": round(p["cases"] / p["seconds"], 3) if p["seconds"] else None}
+            name: {**{k: round(v, 3) if isinstance(v, float) else v for k, v in p.items()},
+                   "cases_per_second": _rate(p["cases"], p["seconds"]),
+                   "warm_cases_per_second": _rate(p["warm_cases"], p["warm_seconds"])}
             for name, p in sorted(properties.items())
         }
+        warm = [sum(p[k] for p in properties.values()) for k in ("warm_cases", "warm_seconds")]
         return {
             "profile": self.run.profile.name,
             "backend": self.run.backend,
@@ -286,7 +291,9 @@ class FuzzReport:
             "failures": failures,
             "total_cases": total,
             "elapsed_seconds": round(elapsed, 3),
-            "cases_per_second": round(total / elapsed, 3) if elapsed else None,
+            "cases_per_second": _rate(total, elapsed),
+            # per process: the cases that compiled nothing, over the seconds they took (kernel + oracle + comparison)
+            "warm_cases_per_second_per_worker": _rate(*warm),
             "workers": dict(sorted(self.devices.items())),  # xdist worker -> device it bound (None: none)
             "tests": dict(sorted(self.tests.items())),
         }
@@ -308,11 +315,13 @@ class FuzzReport:
             tr.write_line("interrupted: partial counts (the properties cut short included)", yellow=True)
         tr.write_line(f"profile {s['profile']}, backend {s['backend']}, {s['total_cases']} cases in "
                       f"{s['elapsed_seconds']:.1f} s ({s['cases_per_second']} cases/s)")
-        tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cpu s':>10}{'cases/s':>10}")
+        tr.write_line(f"warm cases (no new compile): {s['warm_cases_per_second_per_worker']} cases/s per worker")
+        tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cpu s':>10}{'cases/s':>10}"
+                      f"{'warm':>8}{'warm/s':>10}")
         for name, p in s["properties"].items():
-            rate = f"{p['cases_per_second']:.2f}" if p["cases_per_second"] else "-"
+            rate, warm = (f"{r:.2f}" if r else "-" for r in (p["cases_per_second"], p["warm_cases_per_second"]))
             tr.write_line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}"
-                          f"{p['cpu_seconds']:>10.1f}{rate:>10}")
+                          f"{p['cpu_seconds']:>10.1f}{rate:>10}{p['warm_cases']:>8}{warm:>10}")
         for f in s["failures"]:
             tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
             tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")
@@ -331,6 +340,10 @@ class FuzzReport:
             tmp.write_text(json.dumps(final, indent=2) + "\n")
             tmp.replace(self.path)
         shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
+
+
+def _rate(cases: float, seconds: float) -> float | None:
+    return round(cases / seconds, 3) if seconds else None
 
 
 def _property_of(nodeid: str) -> str | None:

@@ -166,8 +166,8 @@ class Progress:
     counts: Counts = field(default_factory=Counts)
     started: float = field(default_factory=time.time)
 
-    def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
-        self.counts.add(prop, seconds, cpu_seconds)
+    def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool) -> None:
+        self.counts.add(prop, seconds, cpu_seconds, compiled)
         self.write()
 
     def fail(self, failure: dict[str, Any]) -> None:
@@ -200,11 +200,12 @@ class Tally:
     progress: Progress | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, prop: str, seconds: float, cpu_seconds: float) -> None:
+    def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool = False) -> None:
+        """One case; ``compiled``: it compiled a new kernel (Counts.add)."""
         with self.lock:
-            self.counts.add(prop, seconds, cpu_seconds)
+            self.counts.add(prop, seconds, cpu_seconds, compiled)
             if self.progress is not None:
-                self.progress.add(prop, seconds, cpu_seconds)
+                self.progress.add(prop, seconds, cpu_seconds, compiled)
 
     def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
         with self.lock:

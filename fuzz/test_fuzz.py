@@ -15,6 +15,7 @@ from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, plan_cases
+from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import CORRUPTIONS, run_property
@@ -47,8 +48,9 @@ def _record(prop: str, case: Case, error: BaseException) -> None:
 
 
 def check(prop: str, case: Case) -> None:
-    """Run property ``prop`` on ``case``; record the final (shrunk) failure, then re-raise it."""
-    start, cpu = time.perf_counter(), time.process_time()
+    """Run property ``prop`` on ``case``; record the final (shrunk) failure, then re-raise it.
+    Tallies the case's time and whether it compiled a kernel (a warm case did not)."""
+    start, cpu, kernels_before = time.perf_counter(), time.process_time(), compiled_kernels()
     try:
         run_property(prop, case)
     except BackendUnavailableError:
@@ -58,7 +60,7 @@ def check(prop: str, case: Case) -> None:
             _record(prop, case, error)
         raise
     finally:
-        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu)
+        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu, compiled_kernels() != kernels_before)
 
 
 @PROFILE.settings_for("oracle")

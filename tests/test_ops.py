@@ -17,6 +17,7 @@ import torch
 
 import wy_ascend
 from wy_ascend import reference
+from wy_ascend.backends import compiled_kernels
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import (
     check_launch_invariance,
@@ -157,22 +158,17 @@ def test_every_launch_of_a_call_shares_one_specialization(monkeypatch, backend, 
 @pytest.mark.parametrize("name", ["npu-cuda", "cuda"])
 def test_launch_chunking_compiles_nothing_new(name):
     """On a device, a call split into many launches compiles exactly what one launch does."""
-    from wy_ascend import kernels
-
-    def compiled() -> int:
-        return sum(len(c[0]) for k in kernels.KERNELS.values() for c in k.device_caches.values())
-
     case = Case(cu_seqlens=(0, 3, 40, 90), H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend=name)
     x = case.build_inputs("cuda")
     # One unsplit call per launch shape compiles its variant (unless an earlier test of this
     # worker already did: the count is taken after these, so the order of tests cannot matter).
     for mode in ("grid", "persistent"):
         run_ops(case.replace(knobs=dict(mode=mode)), x)
-    before = compiled()
+    before = compiled_kernels()
     assert before >= 4  # fwd and bwd, both launch shapes
     run_ops(case.replace(knobs=dict(mode="grid", max_blocks=1)), x)  # one launch per task
     run_ops(case.replace(knobs=dict(mode="persistent", max_tasks=1, num_cores=3)), x)
-    assert compiled() == before
+    assert compiled_kernels() == before
 
 
 def test_empty_problem_returns_empty_outputs(backend, device):

@@ -305,6 +305,17 @@ def _autotuned(kernel_name: str) -> object:
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 
+def compiled_kernels() -> int:
+    """Kernels compiled in this process so far, all devices and both entry kernels (0 before
+    any device launch, and under the interpreter, which compiles nothing). The fuzz tally and
+    the recompile test compare it before and after a call."""
+    kernels = sys.modules.get(f"{__package__}.kernels")
+    if kernels is None:
+        return 0
+    caches = (getattr(k, "device_caches", {}) for k in kernels.KERNELS.values())
+    return sum(len(entry[0]) for per_device in caches for entry in per_device.values())
+
+
 def kernel_for(backend: Backend, kernel_name: str) -> object:
     """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend``."""
     if backend.autotune:
