@@ -18,6 +18,9 @@ else from PyTorch's CPU index, so that ``.[cpu]`` never pulls a multi-GB CUDA bu
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nox
@@ -97,7 +100,31 @@ def fuzz(session: nox.Session) -> None:
     xdist_set = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args)
     if backend == "cpu" and not xdist_set:
         args = ["-n", "auto", *args]  # one worker per core; device runs choose -n (one worker per device)
-    session.run("python", "-m", "pytest", "fuzz/", "--hypothesis-show-statistics", *args, env=_env(backend))
+    with _sigterm_as_interrupt():
+        # nox passes an interrupt on as SIGINT, then waits this long before it terminates pytest:
+        # time to stop the xdist workers and write fuzz-report.json (fuzz/conftest.py).
+        session.run("python", "-m", "pytest", "fuzz/", "--hypothesis-show-statistics", *args, env=_env(backend),
+                    interrupt_timeout=FUZZ_REPORT_GRACE_S)
+
+
+FUZZ_REPORT_GRACE_S = 120.0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM to nox (``timeout``, a CI job's time limit) acts as Ctrl-C: nox then interrupts
+    pytest and waits for it, instead of dying at once and leaving pytest to be killed before it
+    wrote its report."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: timeout(1) also signals the process group
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @nox.session

@@ -28,8 +28,9 @@ Killed runs: every process that runs cases (each xdist worker, or the main proce
 its cumulative counts after every case to ``<report>.parts/<worker>.json`` (``main`` without
 xdist; fuzz/profiles.py ``Progress``). The controller clears that directory when the run starts
 and removes it once the report is written. It turns SIGTERM (``timeout``, a CI step's time
-limit) into KeyboardInterrupt, so pytest still ends the session and writes the report; a
-second SIGTERM is ignored while it does. The counts come from the parts files where they exist
+limit) into KeyboardInterrupt, so pytest still ends the session and writes the report; any
+further SIGTERM or SIGINT is ignored while it does (``nox -s fuzz`` passes a SIGTERM it gets on
+to pytest as SIGINT and waits for the report). The counts come from the parts files where they exist
 (they include the items still running when the run stopped) and from the tallies shipped on
 the test reports otherwise, per worker, never both. ``interrupted`` is true when the session
 was interrupted (a signal, Ctrl-C, or xdist stopping early): its counts are partial. When even
@@ -127,8 +128,8 @@ class FuzzReport:
     """Collects the tally shipped on each test's report and writes the summary and the JSON report.
 
     In every process that runs cases it also keeps the progress file (``Progress``); in the
-    controller (or the main process) it clears stale progress files, turns SIGTERM into
-    KeyboardInterrupt and merges the progress files into the report.
+    controller (or the main process) it clears stale progress files, turns the first SIGTERM or
+    SIGINT into KeyboardInterrupt (ignoring the rest) and merges the progress files into the report.
     """
 
     def __init__(self, config: pytest.Config, run: RunConfig, bound: str | None) -> None:
@@ -146,8 +147,8 @@ class FuzzReport:
         self.interrupted = False
         self.path = self.report_path()
         self.parts = self.path.with_name(self.path.name + ".parts")
-        self._sigterm_seen = False
-        self._previous_sigterm: Any = None
+        self._interrupt_seen = False
+        self._previous: dict[int, Any] = {}  # signal -> the handler it had before
         if not self.is_worker:
             shutil.rmtree(self.parts, ignore_errors=True)  # a killed earlier run's files (workers start later)
             self._install_sigterm()
@@ -158,27 +159,28 @@ class FuzzReport:
         TALLY.progress = Progress(self.parts / f"{self.worker}.json", self.worker, run.profile.name, run.backend,
                                   bound)
 
-    # ------------------------------------------------------------------ SIGTERM -> KeyboardInterrupt
+    # ------------------------------------------------------------------ SIGTERM/SIGINT -> KeyboardInterrupt
 
     def _install_sigterm(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal.signal works in the main thread only (e.g. not under an in-thread runner)
-        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-        self._previous_sigterm = signal.SIG_DFL if previous is None else previous  # None: set outside Python
+        self._previous = {sig: signal.signal(sig, self._on_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        # Once: timeout(1) signals its child and then the child's process group, so a second
-        # SIGTERM often follows the first; it must not interrupt the report being written.
-        if self._sigterm_seen:
+    def _on_interrupt(self, signum: int, frame: Any) -> None:
+        # Once, whichever signal comes first: timeout(1) signals its child and then the child's
+        # process group, and `nox -s fuzz` passes its own SIGTERM on as SIGINT (noxfile.py), so
+        # more signals often follow the first; they must not interrupt the report being written.
+        if self._interrupt_seen:
             return
-        self._sigterm_seen = True
-        raise KeyboardInterrupt("SIGTERM")
+        self._interrupt_seen = True
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     def pytest_unconfigure(self) -> None:
         TALLY.progress = None
-        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+        if threading.current_thread() is threading.main_thread():
+            for sig, previous in self._previous.items():  # None: a handler set outside Python
+                signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+            self._previous = {}
 
     # ------------------------------------------------------------------ collection of the counts
 
@@ -191,7 +193,7 @@ class FuzzReport:
         p = self.run.profile
         lines = [
             f"wy_ascend fuzz: profile {p.name} ({p.description}), backend {self.run.backend}, "
-            f"examples {p.examples}",
+            f"examples {({prop: p.budget(prop) for prop in p.examples})}",
             f"versions: python {sys.version.split()[0]}, torch {_version('torch')}, triton {_version('triton')}, "
             f"hypothesis {_version('hypothesis')}",
         ]

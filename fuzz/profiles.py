@@ -77,10 +77,13 @@ class Profile:
             kw["database"] = example_database()
         return settings(**kw)
 
+    def budget(self, prop: str) -> int:
+        """Examples of property ``prop``: the profile's times ``WY_ASCEND_FUZZ_SCALE`` (default 1), at least 1."""
+        return max(1, round(self.examples[prop] * float(os.environ.get(SCALE_ENV) or 1.0)))
+
     def settings_for(self, prop: str) -> settings:
-        """Decorator settings of one property's test (budget times ``WY_ASCEND_FUZZ_SCALE``, default 1)."""
-        scale = float(os.environ.get(SCALE_ENV) or 1.0)
-        return settings(self.hypothesis_settings(), max_examples=max(1, round(self.examples[prop] * scale)))
+        """Decorator settings of one property's test (its ``budget``)."""
+        return settings(self.hypothesis_settings(), max_examples=self.budget(prop))
 
 
 # Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers): the whole

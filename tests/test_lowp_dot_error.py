@@ -2,8 +2,10 @@
 
 The kernels are emulated in float64 with every dot operand the cuda backend rounds to
 bf16 (k*beta*eg, v*beta, dA, dA A^T, S) rounded the same way; the emulation's error
-against the given-A oracle must stay below 0.75x properties.tolerance on every input
-distribution. This is the measurement behind the LOWP_DOT paragraph of kernels.py.
+against the given-A oracle must stay below 0.75x the oracle property's bound
+(properties.tolerance with the case's rounding_sensitivity) on every input
+distribution, including the ill-conditioned case the H200 nightly run found. This is the
+measurement behind the LOWP_DOT paragraph of kernels.py.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pytest
 import torch
 
 from wy_ascend.testing.case import DISTRIBUTIONS, Case
-from wy_ascend.testing.properties import oracle_outputs, rel_rms, tolerance
+from wy_ascend.testing.properties import oracle_outputs, rel_rms, rounding_sensitivity, tolerance
 
 
 def _r(x: torch.Tensor) -> torch.Tensor:
@@ -49,12 +51,33 @@ def emulate(case: Case, x) -> dict[str, torch.Tensor]:
     return {n: t.to(torch.bfloat16) for n, t in out.items()}
 
 
+def _worst_ratio(case: Case) -> tuple[float, str]:
+    """The emulation's largest error over the property's bound (sensitivity included), and where."""
+    x = case.build_inputs()
+    ref, got = oracle_outputs(x), emulate(case, x)
+    sensitivity = rounding_sensitivity(x, ref, "bfloat16")
+    ratios = {name: rel_rms(got[name], r) / tolerance("bfloat16", r, sensitivity[name])
+              for name, r in ref.items() if r is not None}
+    worst = max(ratios, key=ratios.__getitem__)
+    return ratios[worst], worst
+
+
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
 def test_bf16_operand_error_is_well_inside_the_bound(dist):
     for seed in range(3):
         case = Case(cu_seqlens=(0, 1, 30, 64, 130), H=1, HV=2, K=64, V=64, BT=64, use_g=True, dtype="bfloat16",
                     dist=dist, seed=seed)
-        x = case.build_inputs()
-        ref, got = oracle_outputs(x), emulate(case, x)
-        for name, r in ref.items():
-            assert rel_rms(got[name], r) <= 0.75 * tolerance("bfloat16", r), (name, seed)
+        ratio, name = _worst_ratio(case)
+        assert ratio <= 0.75, (name, seed, ratio)
+
+
+def test_ill_conditioned_nightly_find_is_inside_the_bound():
+    """The H200 nightly find (regressions/oracle-295735d84e54.json): repeated keys make
+    w = A (k*beta) cancel; the cuda kernel's w error (7.890e-03, equal to this emulation's)
+    exceeds the bound without the sensitivity term, and is 0.52x the bound with it."""
+    case = Case(B=1, T=41, H=1, HV=1, K=64, V=64, BT=64, use_g=False, dtype="bfloat16", dist="repeated_keys", seed=1)
+    x = case.build_inputs()
+    w_ref = oracle_outputs(x)["w"]
+    assert rel_rms(emulate(case, x)["w"], w_ref) > tolerance("bfloat16", w_ref)
+    ratio, name = _worst_ratio(case)
+    assert ratio <= 0.75, (name, ratio)
