@@ -186,9 +186,14 @@ def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor |
 def check_oracle(case: Case) -> Metrics:
     """Forward and backward outputs match the float64 oracle within ``tolerance``."""
     inputs = case.build_inputs(device_of(case))
-    got = run_ops(case, inputs)
+    return compare_to_oracle(run_ops(case, inputs), inputs, case.dtype)
+
+
+def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str) -> Metrics:
+    """Metrics of the outputs ``got`` of ``inputs`` against the oracle; PropertyFailure naming
+    every output past its bound (``tolerance``, with the rounding sensitivity for bf16/fp16)."""
     ref = oracle_outputs(inputs)
-    sensitivity = rounding_sensitivity(inputs, ref, case.dtype) if case.dtype != "float32" else {}
+    sensitivity = rounding_sensitivity(inputs, ref, dtype) if dtype != "float32" else {}
     metrics: Metrics = {}
     failures = []
     for name, r in ref.items():
@@ -196,7 +201,7 @@ def check_oracle(case: Case) -> Metrics:
             continue
         out = got[name]
         assert out is not None
-        err, tol = rel_rms(out, r), tolerance(case.dtype, r, sensitivity.get(name, 0.0))
+        err, tol = rel_rms(out, r), tolerance(dtype, r, sensitivity.get(name, 0.0))
         metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": sensitivity[name]} if sensitivity else {})}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
