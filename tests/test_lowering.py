@@ -77,7 +77,7 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
 
 
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
-    """cuda: its own LOWP_DOT (bf16 I/O with tiles >= LOWP_MIN_TILE) and DOT_GUARD off, time-major beta/g,
+    """cuda: its own LOWP_DOT (bf16 I/O, one tile >= LOWP_MIN_TILE per loop) and DOT_GUARD off, time-major beta/g,
     both launch shapes, every BT (no UB: nothing skipped) and every tile up to the cap."""
     cuda = BACKENDS["cuda"]
     tiles = {t for t in (16, 32, 64, 128, 256) if t <= cuda.tile_cap}
@@ -96,7 +96,8 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
         assert values(ks, "BK") | values(ks, "BV") == tiles
-    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= LOWP_MIN_TILE) for s in cuda_specs)
+    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= LOWP_MIN_TILE and s.K <= s.BK
+                              and s.V <= s.BV) for s in cuda_specs)
     # both LOWP_DOT values with every other structural combination of bf16
     by_combo: dict[tuple, set[bool]] = defaultdict(set)
     for s in cuda_specs:

@@ -202,3 +202,16 @@ def test_summary_flags_an_interrupted_report(summary, tmp_path, capsys) -> None:
     assert summary.main(["--fuzz-report", str(report), "--regressions-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "cut short (interrupted" in out and "1 worker(s)" in out and "No fuzz-report.json" not in out
+
+
+def test_compiled_kernels_persist_between_nights(workflow, job) -> None:
+    """The Triton cache is restored before the device steps and saved after them, keyed on kernels.py."""
+    assert workflow["env"]["TRITON_CACHE_DIR"].endswith("/.triton-cache")
+    names = [s.get("name") for s in job["steps"]]
+    restore, save = step(job, "Compiled kernels (latest earlier night, same kernels.py)"), step(job, "Store compiled kernels")
+    assert names.index(restore["name"]) < names.index("Replay regressions") < names.index("Benchmark") < names.index(
+        save["name"])
+    assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
+    assert save["if"] == "always()"
+    for s in (restore, save):
+        assert s["with"]["path"] == ".triton-cache" and "hashFiles('src/wy_ascend/kernels.py')" in s["with"]["key"]

@@ -125,14 +125,18 @@ class Backend:
             max_tasks=config.max_tasks or INT32_MAX,
         )
 
-    def lowp_dot(self, dtype: torch.dtype, BK: int, BV: int) -> bool:
-        """bf16 dot operands for bfloat16 I/O with tiles >= LOWP_MIN_TILE wide. float16 keeps
-        exact fp32 dots (its range is too narrow for the unscaled intermediates of the
-        backward); narrower tiles too: on an H200 with triton 3.6, bf16 dots with 16-wide
-        tiles returned wrong results (w off by 75%), and the nightly fuzz failed the oracle
-        property on the one configuration with 32-wide bf16 tiles it drew (backward BK=BV=32,
-        BT=64), where a float64 emulation of the bf16 operands stays at 0.49x the bound."""
-        return self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= LOWP_MIN_TILE
+    def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
+        """bf16 dot operands for bfloat16 I/O, only where they were verified on an H200
+        (triton 3.6): tiles >= LOWP_MIN_TILE wide that cover K and V whole (one iteration of
+        each tile loop). float16 keeps exact fp32 dots (its range is too narrow for the
+        unscaled intermediates of the backward). Measured failures otherwise, none of them
+        explained by bf16 rounding (a float64 emulation of the bf16 operands stays at
+        0.2-0.5x the bound on each): 16-wide tiles (w off by 75%); 32-wide tiles in two
+        iterations (a nightly fuzz find); 64-wide tiles in two and four iterations (dg 6-9e-2,
+        8-12x the bound, on the 4.5M-token test with K=V=128; dbeta 2x on K=V=256). One tile
+        per loop matched the emulation to 4 digits (regressions/oracle-295735d84e54.json)."""
+        return (self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= LOWP_MIN_TILE
+                and K <= BK and V <= BV)
 
 
 @cache
@@ -169,10 +173,11 @@ BACKENDS: dict[str, Backend] = {
         max_grid=CUDA_MAX_GRID,
         max_blocks=None,
         ub_bytes=None,
-        # 64 keeps the backward's [BT, tile] fp32 tiles in registers: on an H200 it ran the
-        # backward at 0.72-0.99x fla's time against 0.98-1.32x with 128, the forward within 6%
-        # of 128 (docs/bench-h200.json, docs/bench-h200-cap128.json).
-        tile_cap=64,
+        # 128: K=V=128 in one tile, so bf16 keeps its bf16 dot operands (lowp_dot: one tile
+        # per loop); the configuration of the last all-green H200 test run (f99ab59). The
+        # faster cap 64 (backward 0.72-0.99x fla's time against 0.98-1.32x) took bf16
+        # operands in two-tile loops, which gave wrong dg/dbeta there (docs/benchmarks.md).
+        tile_cap=128,
         gate_head_major=False,
         lowp_dot_for_bf16=True,
         dot_guard=False,

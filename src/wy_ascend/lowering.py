@@ -21,7 +21,8 @@ arithmetic, masks and trip counts (K, V, H, HV) or as the element type of a load
 are covered along n specializations per structural combination instead of crossed (their full
 product is ~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
-(d_i, d_(i + n//2) mod n), (H, HV) the (i mod m)-th of the m ratios of HEADS with that
+(d_i, d_(i + 1) mod n) (neighbours: on cuda, (48, 64) is the pair whose one 64-wide tile per loop
+takes LOWP_DOT for bf16), (H, HV) the (i mod m)-th of the m ratios of HEADS with that
 GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
 So every K and V value (hence every tile BK/BV the planner picks, and on cuda both LOWP_DOT
 values for bf16) appears with every structural combination, and every head ratio, gate dtype and
@@ -234,7 +235,6 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     # Tiles come from the planner the ops call; num_cores given so no device is queried.
     device_spec = b.spec(torch.device("cpu"), config)
     dims = representative_dims(device_spec.tile_cap)
-    shift = len(dims) // 2
     # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
     head_majors = sorted({b.gate_head_major and hv > 1 for _, hv in HEADS})
     specs: list[Spec] = []
@@ -244,7 +244,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     ):
         heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
         for i, k in enumerate(dims):
-            v = dims[(i + shift) % len(dims)]
+            v = dims[(i + 1) % len(dims)]
             h, hv = heads[i % len(heads)]
             try:
                 p = plan(kernel, NT=1, BH=hv, BT=bt, K=k, V=v, spec=device_spec)
@@ -253,7 +253,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                 continue
             specs.append(Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
-                GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), p.BK, p.BV),
+                GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
                 DOT_GUARD=b.dot_guard,
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,

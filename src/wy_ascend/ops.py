@@ -60,7 +60,7 @@ class _Call:
         p = self.problem
         inputs = dict(k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, self.head_major),
                       g=_gate_layout(g, self.head_major), A=A.contiguous())
-        lowp_dot = self.backend.lowp_dot(p.dtype, self.plan.BK, self.plan.BV)
+        lowp_dot = self.backend.lowp_dot(p.dtype, p.K, p.V, self.plan.BK, self.plan.BV)
         persistent = self.plan.mode == "persistent"
         for launch in self.plan.launches:
             self.kernel[launch.grid](  # type: ignore[index]
