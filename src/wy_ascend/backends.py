@@ -7,8 +7,9 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         ``num_aicore`` programs, 65535-block launch limit, tiles
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
-                        autotuned warps/stages, bf16 tensor-core dot operands for bf16,
-                        A held in registers (no Ascend reload guard).
+                        autotuned warps/stages, bf16 tensor-core dot operands for bf16
+                        where one tile covers K and V (``lowp_dot``), A held in
+                        registers (no Ascend reload guard).
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -132,8 +133,8 @@ class Backend:
         unscaled intermediates of the backward). Measured failures otherwise, none of them
         explained by bf16 rounding (a float64 emulation of the bf16 operands stays at
         0.2-0.5x the bound on each): 16-wide tiles (w off by 75%); 32-wide tiles in two
-        iterations (a nightly fuzz find); 64-wide tiles in two and four iterations (dg 6-9e-2,
-        8-12x the bound, on the 4.5M-token test with K=V=128; dbeta 2x on K=V=256). One tile
+        iterations (a nightly fuzz find); 64-wide tiles in two and four iterations (dg 4-9e-2,
+        6-12x the bound, on the 4.5M-token test with K=V=128; dbeta 2x on K=V=256). One tile
         per loop matched the emulation to 4 digits (regressions/oracle-295735d84e54.json)."""
         return (self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= LOWP_MIN_TILE
                 and K <= BK and V <= BV)
