@@ -130,6 +130,11 @@ class Case:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
 
+    def _chunks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """First token and length of every chunk (``chunk_bounds``) as int64 tensors."""
+        bounds = torch.tensor([(s, e - s) for _, s, e in self.chunk_bounds()], dtype=torch.int64).view(-1, 2)
+        return bounds[:, 0], bounds[:, 1]
+
     def build_inputs(self, device: torch.device | str = "cpu") -> Inputs:
         """The case's tensors, deterministic in the case's fields (float64 generation on the CPU)."""
         gen = torch.Generator().manual_seed(self.seed)
@@ -150,11 +155,12 @@ class Case:
         if self.dist == "beta_extremes":
             beta = (rand(B, T, HV) < 0.5).to(f64)
         elif self.dist == "repeated_keys":
-            k = k.view(B * T, H, K)
-            for _, s, e in self.chunk_bounds():
-                pick = torch.randint(0, 2, (e - s,), generator=gen)
-                k[s:e] = k[s:e][pick.clamp(max=e - s - 1)]
-            k = k.view(B, T, H, K)
+            # Each token takes the key of its chunk's first or second token (one random bit per
+            # token, drawn in token order: the stream per-chunk draws would give).
+            start, n = self._chunks()
+            pick = torch.randint(0, 2, (B * T,), generator=gen)
+            src = torch.repeat_interleave(start, n) + torch.minimum(pick, torch.repeat_interleave(n - 1, n))
+            k = k.view(B * T, H, K)[src].view(B, T, H, K)
         elif self.dist == "long_gates":
             steps = -8.0 * rand(B, T, HV)
         elif self.dist == "zeros":
@@ -164,11 +170,14 @@ class Case:
         k = torch.nn.functional.normalize(k, dim=-1) if self.dist != "zeros" else k / math.sqrt(K)
         g = None
         if self.use_g:
-            g = torch.zeros_like(steps).view(B * T, HV)
-            flat = steps.view(B * T, HV)
-            for _, s, e in self.chunk_bounds():
-                g[s:e] = torch.cumsum(flat[s:e], 0)
-            g = g.view(B, T, HV)
+            # Chunk-local cumulative sums, all chunks at once: tokens scattered into a zero-padded
+            # [chunks, BT, HV] tensor (padding after each chunk's tokens), summed along BT.
+            start, n = self._chunks()
+            chunk = torch.repeat_interleave(torch.arange(len(n)), n)
+            row = torch.arange(B * T) - torch.repeat_interleave(start, n)
+            padded = steps.new_zeros(len(n), self.BT, HV)
+            padded[chunk, row] = steps.view(B * T, HV)
+            g = torch.cumsum(padded, 1)[chunk, row].view(B, T, HV)
         dt = self.torch_dtype
         cu = torch.tensor(self.cu_seqlens, dtype=torch.int64) if self.cu_seqlens is not None else None
         # A is built from the inputs as the op will see them (rounded to dt), so it is the
