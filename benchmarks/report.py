@@ -218,10 +218,11 @@ def fuzz_markdown(paths: list[str]) -> str:
     for path in paths:
         r = json.loads(Path(path).read_text())
         target = FUZZ_TARGET.get(r["profile"])
-        oracle = r["properties"].get("oracle", {}).get("warm_cases_per_second")
-        verdict = "" if target is None or oracle is None else (
-            f"; the oracle property's warm rate {oracle:.2f} cases/s per worker: target {target:g} "
-            + ("met" if oracle >= target else "not met"))
+        oracle = r["properties"].get("oracle", {})
+        rate = oracle.get("warm_cases_per_second")
+        verdict = "" if target is None or rate is None else (
+            f"; the oracle property's warm rate {rate:.2f} cases/s per worker (over {oracle['warm_cases']} warm "
+            f"cases): target {target:g} " + ("met" if rate >= target else "not met"))
         lines += [f"`{path}`: profile `{r['profile']}`, backend `{r['backend']}`, {len(r.get('workers') or {}) or 1} "
                   f"worker(s): {r['total_cases']} cases in {r['elapsed_seconds']:.1f} s = "
                   f"{r['cases_per_second']} cases/s; warm cases "
