@@ -105,12 +105,12 @@ def tolerance(dtype: str, ref: torch.Tensor, sensitivity: float = 0.0) -> float:
     rounding error and half an ulp, or ``sensitivity`` if that is larger: how far the exact
     output moves when its multiplicands move by half an ulp (``rounding_sensitivity``). An
     error below that is one the problem's conditioning makes of the roundings any kernel in
-    ``dtype`` does. It exceeds the first term only for ill-conditioned inputs (repeated keys,
-    where ``w = A (k*beta)`` cancels: there a kernel that rounds ``k*beta`` to a bf16 dot
-    operand, as fla's does and the cuda backend's LOWP_DOT does, is off by more than 4x half an
-    ulp; a nightly H200 find matched a float64 emulation of those roundings to 4 digits, at
-    0.53x its sensitivity; tests/test_lowp_dot_error.py). On well-conditioned inputs it is
-    0.4-0.9x the first term (measured on every input distribution), so it leaves them as they were.
+    ``dtype`` does. It matters for ill-conditioned inputs (repeated keys, where
+    ``w = A (k*beta)`` cancels: there a kernel that rounds ``k*beta`` to a bf16 dot operand, as
+    fla's does and the cuda backend's LOWP_DOT does, is off by more than 4x half an ulp; a
+    nightly H200 find matched a float64 emulation of those roundings to 4 digits, at 0.52x its
+    sensitivity; tests/test_lowp_dot_error.py). On the emulation test's case it is 0.3-0.9x the
+    first term for every input distribution, so there the bound is what it was.
     """
     if dtype == "float32":
         return FP32_RTOL
