@@ -24,5 +24,6 @@ def test_fuzz_section_reads_the_report(tmp_path: Path) -> None:
     path.write_text(json.dumps(report))
     text = fuzz_markdown([str(path)])
     assert ("profile `nightly`, backend `cuda`, 2 worker(s): 30 cases in 10.0 s = 3.0 cases/s; warm cases 6.00 "
-            "cases/s per worker; the oracle property's warm rate 80.00 cases/s per worker (over 4 warm cases): target 50 met" in text)
+            "cases/s per worker; the oracle property's warm rate 80.00 cases/s per worker (over 4 warm cases): "
+            "target 50 met" in text)
     assert "| oracle | 10 | 8.0 | 1.25 | 4 | 80.00 |" in text and "| bad_input | 20 | 0.5 | 40.00 | 20 | 40.00 |" in text
