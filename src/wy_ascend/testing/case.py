@@ -130,10 +130,13 @@ class Case:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
 
-    def _chunks(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """First token and length of every chunk (``chunk_bounds``) as int64 tensors."""
+    def _token_chunks(self) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The number of chunks and, per token of the flattened [B*T] axis, its chunk, its row in
+        that chunk and the chunk's length (``chunk_bounds``), as int64 tensors."""
         bounds = torch.tensor([(s, e - s) for _, s, e in self.chunk_bounds()], dtype=torch.int64).view(-1, 2)
-        return bounds[:, 0], bounds[:, 1]
+        start, n = bounds[:, 0], bounds[:, 1]
+        chunk = torch.repeat_interleave(torch.arange(len(n)), n)
+        return len(n), chunk, torch.arange(len(chunk)) - start[chunk], n[chunk]
 
     def build_inputs(self, device: torch.device | str = "cpu") -> Inputs:
         """The case's tensors, deterministic in the case's fields (float64 generation on the CPU)."""
@@ -152,14 +155,14 @@ class Case:
         beta = torch.sigmoid(randn(B, T, HV))
         steps = torch.log2(torch.sigmoid(randn(B, T, HV) + 2.0))  # log2 of a forget gate, in (-inf, 0)
         dw, du = randn(B, T, HV, K), randn(B, T, HV, V)
+        n_chunks, chunk, row, length = self._token_chunks()
         if self.dist == "beta_extremes":
             beta = (rand(B, T, HV) < 0.5).to(f64)
         elif self.dist == "repeated_keys":
             # Each token takes the key of its chunk's first or second token (one random bit per
             # token, drawn in token order: the stream per-chunk draws would give).
-            start, n = self._chunks()
             pick = torch.randint(0, 2, (B * T,), generator=gen)
-            src = torch.repeat_interleave(start, n) + torch.minimum(pick, torch.repeat_interleave(n - 1, n))
+            src = torch.arange(B * T) - row + torch.minimum(pick, length - 1)
             k = k.view(B * T, H, K)[src].view(B, T, H, K)
         elif self.dist == "long_gates":
             steps = -8.0 * rand(B, T, HV)
@@ -172,10 +175,7 @@ class Case:
         if self.use_g:
             # Chunk-local cumulative sums, all chunks at once: tokens scattered into a zero-padded
             # [chunks, BT, HV] tensor (padding after each chunk's tokens), summed along BT.
-            start, n = self._chunks()
-            chunk = torch.repeat_interleave(torch.arange(len(n)), n)
-            row = torch.arange(B * T) - torch.repeat_interleave(start, n)
-            padded = steps.new_zeros(len(n), self.BT, HV)
+            padded = steps.new_zeros(n_chunks, self.BT, HV)
             padded[chunk, row] = steps.view(B * T, HV)
             g = torch.cumsum(padded, 1)[chunk, row].view(B, T, HV)
         dt = self.torch_dtype
