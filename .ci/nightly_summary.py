@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for fuzz.counts
-from fuzz.counts import Counts  # noqa: E402  (no third-party imports: works when the setup step failed)
+from fuzz.counts import Counts, rate  # noqa: E402  (no third-party imports: works when the setup step failed)
 
 SLOWDOWN_PCT = 10.0  # a benchmark this much slower than its baseline is flagged (not failed: noise)
 
@@ -79,7 +79,7 @@ def parts_report(report: Path | None) -> dict[str, Any] | None:
             "parts": f"{directory.name}/ ({len(docs)} file(s))", "properties": properties, "failures": failures,
             "regressions": sorted({f["regression"] for f in failures if f.get("regression")}),
             "total_cases": total, "elapsed_seconds": elapsed,
-            "cases_per_second": round(total / elapsed, 3) if elapsed else None,
+            "cases_per_second": rate(total, elapsed),
             "workers": {str(d.get("worker")): d.get("device") for d in docs}}
 
 
@@ -100,10 +100,9 @@ def fuzz_section(report: Any) -> list[str]:
               "| property | cases | failures | seconds | warm cases (no new compile) | warm cases/s |",
               "|---|---:|---:|---:|---:|---:|"]
     for name, p in sorted(report.get("properties", {}).items()):
-        warm, warm_s = p.get("warm_cases", 0), p.get("warm_seconds", 0)
-        rate = f"{warm / warm_s:.2f}" if warm_s else "-"
+        warm_rate = rate(p.get("warm_cases", 0), p.get("warm_seconds", 0))
         lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} "
-                     f"| {warm} | {rate} |")
+                     f"| {p.get('warm_cases', 0)} | {'-' if warm_rate is None else f'{warm_rate:.2f}'} |")
     failures = report.get("failures", [])
     if failures:
         lines += ["", f"**{len(failures)} failure(s):**", ""]

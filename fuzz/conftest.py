@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 
-from fuzz.counts import Counts
+from fuzz.counts import Counts, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 
 _KEY = "wy_fuzz"
@@ -279,8 +279,8 @@ class FuzzReport:
         total = sum(p["cases"] for p in properties.values())
         props = {
             name: {**{k: round(v, 3) if isinstance(v, float) else v for k, v in p.items()},
-                   "cases_per_second": _rate(p["cases"], p["seconds"]),
-                   "warm_cases_per_second": _rate(p["warm_cases"], p["warm_seconds"])}
+                   "cases_per_second": rate(p["cases"], p["seconds"]),
+                   "warm_cases_per_second": rate(p["warm_cases"], p["warm_seconds"])}
             for name, p in sorted(properties.items())
         }
         warm = [sum(p[k] for p in properties.values()) for k in ("warm_cases", "warm_seconds")]
@@ -293,9 +293,9 @@ class FuzzReport:
             "failures": failures,
             "total_cases": total,
             "elapsed_seconds": round(elapsed, 3),
-            "cases_per_second": _rate(total, elapsed),
+            "cases_per_second": rate(total, elapsed),
             # per process: the cases that compiled nothing, over the seconds they took (kernel + oracle + comparison)
-            "warm_cases_per_second_per_worker": _rate(*warm),
+            "warm_cases_per_second_per_worker": rate(*warm),
             "workers": dict(sorted(self.devices.items())),  # xdist worker -> device it bound (None: none)
             "tests": dict(sorted(self.tests.items())),
         }
@@ -342,10 +342,6 @@ class FuzzReport:
             tmp.write_text(json.dumps(final, indent=2) + "\n")
             tmp.replace(self.path)
         shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
-
-
-def _rate(cases: float, seconds: float) -> float | None:
-    return round(cases / seconds, 3) if seconds else None
 
 
 def _property_of(nodeid: str) -> str | None:

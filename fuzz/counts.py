@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def rate(cases: float, seconds: float) -> float | None:
+    """Cases per second (3 decimals), None when no time was spent."""
+    return round(cases / seconds, 3) if seconds else None
+
+
 @dataclass
 class Counts:
     """Cases, seconds and CPU seconds per property, and the failures recorded.

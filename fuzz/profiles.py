@@ -154,10 +154,11 @@ class Progress:
     """This process's cumulative counts per property (never drained), kept on disk as it goes.
 
     ``write`` rewrites ``path`` (tmp + ``os.replace``: a reader or a kill never sees half a file)
-    with ``{worker, device, pid, profile, backend, test, started, updated, cases, seconds,
-    cpu_seconds, failures}``; the tally calls it after every case (well under a millisecond), so a
-    run killed mid-property still leaves the counts of its in-flight items (fuzz/conftest.py
-    merges them into fuzz-report.json; .ci/nightly_summary.py reads them when that was not written).
+    with ``{worker, device, pid, profile, backend, test, started, updated}`` and the counts
+    (``Counts.as_dict``: cases, seconds, cpu_seconds, warm_cases, warm_seconds, failures). The
+    tally calls it after every case (well under a millisecond), so a run killed mid-property
+    still leaves the counts of its in-flight items (fuzz/conftest.py merges them into
+    fuzz-report.json; .ci/nightly_summary.py reads them when that was not written).
     """
 
     path: Path
