@@ -85,3 +85,21 @@ def test_sigterm_still_writes_the_report_with_the_counts_so_far(tmp_path, throug
     assert doc["tests"] == {NODE: "interrupted"}
     assert not part.parent.exists()
     assert "interrupted: partial counts" in out
+
+
+def test_cases_that_compiled_are_not_warm_and_counts_add_up_across_documents() -> None:
+    """fuzz/counts.py: a compiling case counts in cases and seconds but not in the warm
+    counts; merging shipped documents sums every count; an older document without warm
+    counts adds none."""
+    from fuzz.counts import Counts, rate
+
+    worker = Counts()
+    worker.add("oracle", 5.0, 4.0, compiled=True)
+    worker.add("oracle", 0.25, 0.2)
+    worker.add("oracle", 0.25, 0.2)
+    total = Counts()
+    total.merge(worker.as_dict())
+    total.merge({"cases": {"oracle": 3}, "seconds": {"oracle": 1.5}, "failures": []})  # no warm counts
+    oracle = total.properties()["oracle"]
+    assert (oracle["cases"], oracle["seconds"], oracle["warm_cases"], oracle["warm_seconds"]) == (6, 7.0, 2, 0.5)
+    assert rate(oracle["warm_cases"], oracle["warm_seconds"]) == 4.0 and rate(1, 0.0) is None
