@@ -6,6 +6,7 @@
     python fuzz/mutants.py --check         # only check that every snippet occurs exactly once
     python fuzz/mutants.py --list
     nox -s mutants -- --jobs 2
+    nox -s mutants -- --generated 150 [--seed S] [--jobs J]   # AST-generated mutants: fuzz/generated_mutants.py
 
 For each mutant: copy ``src/`` to a temp dir, replace one exact snippet (it must occur
 exactly once in the current source, else the catalog is stale and the run stops), and run
@@ -68,6 +69,10 @@ class Mutant:
     replacement: str
     description: str
     needs: str = "ci"  # "ci": the ci fuzz run can catch it; "large": only tensors past 2**31 elements
+    # Ascend dot guards: value-preserving wherever a dot never clobbers its operands, so only the
+    # cpu backend's Ascend emulation (wy_ascend.interpreter) can catch them; with
+    # WY_ASCEND_EMULATION=0 they survive (tests/test_interpreter.py checks both).
+    emulated: bool = False
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -202,6 +207,47 @@ MUTANTS: tuple[Mutant, ...] = (
            "if ub_footprint(kernel, BT, tile) <= ub_bytes * UB_SAFETY_MARGIN:",
            "if ub_footprint(kernel, BT, tile) <= ub_bytes:",
            "tile sizing ignores the UB safety margin: tiles the NPU compiler cannot fit"),
+    # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
+    Mutant("dot_guard_switched_off", "ops.py",
+           "LOWP_DOT=lowp_dot, DOT_GUARD=self.dot_guard, PERSISTENT=persistent,",
+           "LOWP_DOT=lowp_dot, DOT_GUARD=False, PERSISTENT=persistent,",
+           "kernels launched without the dot guard: A held and reused as a left operand across tiles",
+           emulated=True),
+    Mutant("fwd_v_loop_A_reload_dropped", "kernels.py",
+           "b_u = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_v",
+           "b_u = _mm(b_A, b_v",
+           "forward V loop reuses the held A as the left operand of every tile's dot",
+           emulated=True),
+    Mutant("fwd_k_loop_A_reload_dropped", "kernels.py",
+           "b_w = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_k",
+           "b_w = _mm(b_A, b_k",
+           "forward K loop reuses the held A as the left operand of every tile's dot",
+           emulated=True),
+    Mutant("bwd_k_loop_At_reload_dropped", "kernels.py",
+           "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        if USE_G:",
+           "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        if USE_G:",
+           "backward first K loop reuses the held A^T as a left operand (clobbered before dA and dM read it)",
+           emulated=True),
+    Mutant("bwd_v_loop_At_reload_dropped", "kernels.py",
+           "b_dvb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_du",
+           "b_dvb = _mm(b_At, b_du",
+           "backward V loop reuses the held A^T as a left operand (clobbered before dA and dM read it)",
+           emulated=True),
+    Mutant("bwd_dk_loop_At_reload_dropped", "kernels.py",
+           "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        b_Si",
+           "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        b_Si",
+           "backward dk loop reuses A^T after the dM dot clobbered it",
+           emulated=True),
+    Mutant("bwd_symmetric_dL_rebuild_dropped", "kernels.py",
+           "            b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile",
+           "            b_Si = b_S  # rebuilt per tile",
+           "backward dk loop builds the symmetric dL term once and reuses it as every tile's left operand",
+           emulated=True),
+    Mutant("bwd_kk_copy_dropped", "kernels.py",
+           "b_kt = tl.trans(b_k + 0.0)",
+           "b_kt = tl.trans(b_k)",
+           "k k^T takes one tile as both operands of one dot",
+           emulated=True),
     # --- index widths: only tensors past 2**31 elements can tell
     Mutant("int32_row_base", "kernels.py",
            "    return i_b, i_h, row0, n",
@@ -381,6 +427,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--generated" or a.startswith("--generated=") for a in argv):  # sampled AST mutants, own runner
+        if __package__:
+            from .generated_mutants import main as generated
+        else:
+            from generated_mutants import main as generated  # type: ignore[no-redef]
+        return generated(argv)
     args = parse_args(argv)
     if args.list:
         for m in MUTANTS:

@@ -35,11 +35,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import TypeVar
 
 import torch
 
 from .errors import BackendUnavailableError
 from .planning import INT32_MAX, DeviceSpec, LaunchMode
+
+T = TypeVar("T")
 
 BACKEND_ENV = "WY_ASCEND_BACKEND"
 ASCEND_MAX_BLOCKS = 65535
@@ -53,8 +56,14 @@ LOWP_MIN_TILE = 64
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """Launch knobs; None keeps the backend's own value. ``poison_outputs`` fills
-    outputs with NaN before launching so an element no kernel wrote cannot pass a test."""
+    """Launch knobs; None keeps the backend's own value.
+
+    ``dot_guard`` and ``gate_head_major`` choose the kernel variant a backend would otherwise
+    fix (DOT_GUARD: reload the tiles a dot may clobber; head-major beta/g). ``emulate`` (cpu
+    backend only) runs the interpreter with Ascend semantics (interpreter.py; default on unless
+    ``WY_ASCEND_EMULATION=0``); an unguarded variant is only correct where dots never clobber,
+    so it needs ``emulate=False``. ``poison_outputs`` fills outputs with NaN before launching
+    so an element no kernel wrote cannot pass a test."""
 
     max_blocks: int | None = None
     num_cores: int | None = None
@@ -62,13 +71,16 @@ class LaunchConfig:
     mode: LaunchMode | None = None
     tile_cap: int | None = None
     max_tasks: int | None = None
-    poison_outputs: bool = False
+    dot_guard: bool | None = None
+    gate_head_major: bool | None = None
+    emulate: bool | None = None
+    poison_outputs: bool | None = None
 
     def merged(self, other: LaunchConfig | None) -> LaunchConfig:
-        """``other``'s explicit values over this one's."""
+        """``other``'s explicit (not None) values over this one's."""
         if other is None:
             return self
-        changes = {f.name: getattr(other, f.name) for f in dataclasses.fields(other) if getattr(other, f.name)}
+        changes = {f.name: v for f in dataclasses.fields(other) if (v := getattr(other, f.name)) is not None}
         return dataclasses.replace(self, **changes)
 
 
@@ -117,14 +129,25 @@ class Backend:
         """The planner's view of this backend on ``device`` with ``config``'s overrides."""
         return DeviceSpec(
             name=self.name,
-            mode=config.mode or self.mode,
+            mode=_given(config.mode, self.mode),
             max_grid=self.max_grid,
-            max_blocks=config.max_blocks or self.max_blocks,
-            num_cores=config.num_cores or self.num_cores(device),
-            ub_bytes=config.ub_bytes or self.ub_bytes,
-            tile_cap=config.tile_cap or self.tile_cap,
-            max_tasks=config.max_tasks or INT32_MAX,
+            max_blocks=_given(config.max_blocks, self.max_blocks),
+            num_cores=config.num_cores if config.num_cores is not None else self.num_cores(device),
+            ub_bytes=_given(config.ub_bytes, self.ub_bytes),
+            tile_cap=_given(config.tile_cap, self.tile_cap),
+            max_tasks=_given(config.max_tasks, INT32_MAX),
         )
+
+    def variant(self, config: LaunchConfig) -> tuple[bool, bool, bool]:
+        """(DOT_GUARD, GATE_HEAD_MAJOR, Ascend emulation) of a launch with ``config``."""
+        if config.emulate and not self.interpret:
+            raise ValueError(f"config.emulate=True needs the cpu backend (the Triton interpreter), not {self.name!r}")
+        dot_guard = _given(config.dot_guard, self.dot_guard)
+        emulate = self.interpret and (config.emulate if config.emulate is not None else _emulation_default())
+        if emulate and not dot_guard:
+            raise ValueError("config.dot_guard=False (tiles reused as dot operands) is wrong under Ascend semantics, "
+                             "where a dot may clobber its left operand: pass emulate=False with it")
+        return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
         """bf16 dot operands for bfloat16 I/O, only where they were verified on an H200
@@ -138,6 +161,17 @@ class Backend:
         per loop matched the emulation to 4 digits (regressions/oracle-295735d84e54.json)."""
         return (self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= LOWP_MIN_TILE
                 and K <= BK and V <= BV)
+
+
+def _given(value: T | None, default: T) -> T:
+    """``value`` unless it is None (False and 0 are values: a bad 0 then fails validation)."""
+    return default if value is None else value
+
+
+def _emulation_default() -> bool:
+    from .interpreter import emulation_default
+
+    return emulation_default()
 
 
 @cache
@@ -261,65 +295,10 @@ def _kernels(interpret: bool) -> ModuleType:
             "mode (one process runs either the interpreter or compiled kernels)"
         )
     if interpret:
-        _patch_language_once()
-        _memoize_np_dtypes_once()
+        from . import interpreter
+
+        interpreter.prepare()
     return kernels
-
-
-@cache
-def _patch_language_once() -> None:
-    """Make the interpreter patch ``triton.language`` once per module instead of on every call.
-
-    The interpreter (triton-ascend 3.2, as upstream triton 3.2) calls ``_patch_lang`` on each
-    call of a jit helper, re-patching ``triton.language`` through ``inspect.getmembers``: about
-    half of a fuzz case's time. The patch is process-wide and never undone, so applying it once
-    per calling module (``fn.__globals__``) changes nothing else. Skipped if the interpreter
-    has no ``_patch_lang``.
-    """
-    from triton.runtime import interpreter
-
-    patch = getattr(interpreter, "_patch_lang", None)
-    if patch is None:
-        return
-    patched: set[int] = set()
-
-    def patch_once(fn: object) -> None:
-        key = id(fn.__globals__)  # type: ignore[attr-defined]
-        if key not in patched:
-            patch(fn)
-            patched.add(key)
-
-    interpreter._patch_lang = patch_once
-
-
-@cache
-def _memoize_np_dtypes_once() -> None:
-    """Make the interpreter look numpy dtypes up instead of rebuilding its table on every call.
-
-    The interpreter's ``_get_np_dtype`` builds a dict of 20 triton dtypes per call (~17 us,
-    hashing each), called for nearly every op: about a tenth of a cpu-backend case's time. Its
-    result depends on the scalar type only (a block type's is its element type's: pointers map
-    to uint64 either way), so a memo keyed on that type's name (the types are not hashable)
-    returns the same dtypes. Skipped if the interpreter has no ``_get_np_dtype``.
-    """
-    import triton.language as tl
-    from triton.runtime import interpreter
-
-    original = getattr(interpreter, "_get_np_dtype", None)
-    if original is None:
-        return
-    memo: dict[str, object] = {}
-
-    def get_np_dtype(tt_dtype: object) -> object:
-        scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
-        key = str(scalar)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = original(scalar)
-        return found
-
-    get_np_dtype.__wrapped__ = original  # type: ignore[attr-defined]
-    interpreter._get_np_dtype = get_np_dtype
 
 
 AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
@@ -358,3 +337,27 @@ def kernel_for(backend: Backend, kernel_name: str) -> object:
     if backend.autotune:
         return _autotuned(kernel_name)
     return _kernels(backend.interpret).KERNELS[kernel_name]
+
+
+# Devices each backend plans for, as data: (backend, the core count its device query returns, UB
+# bytes or None for the backend's own). Planning needs no device, so the fuzz suite plans for
+# all of them on any machine. Ascend: cube cores (``num_aicore``) of the 910B3/910B4 (20) and
+# 910B1/910B2 (24) of the A2 series and of one 910_93 die (24) of the A3 series, each with a
+# 192 KiB unified buffer; cuda: SMs of an H200 (132) and an A100 (108); cpu: the interpreter's.
+DEVICES: dict[str, tuple[str, int, int | None]] = {
+    "npu-910B3-A2": ("npu", 20, ASCEND_UB_BYTES),
+    "npu-910B2-A2": ("npu", 24, ASCEND_UB_BYTES),
+    "npu-910_93-A3": ("npu", 24, ASCEND_UB_BYTES),
+    "cuda-H200": ("cuda", 132, None),
+    "cuda-A100": ("cuda", 108, None),
+    "npu-cuda-H200": ("npu-cuda", 132, None),
+    "cpu": ("cpu", CPU_INTERPRETER_CORES, None),
+}
+
+
+def device_spec(device: str, config: LaunchConfig) -> DeviceSpec:
+    """The planner's spec of ``device`` (a DEVICES name) with ``config``'s knobs over its own
+    core count and UB, without querying any device."""
+    backend, cores, ub_bytes = DEVICES[device]
+    own = LaunchConfig(num_cores=cores, ub_bytes=ub_bytes)
+    return BACKENDS[backend].spec(torch.device("cpu"), own.merged(config))

@@ -27,7 +27,9 @@ Guards for the triton-ascend traps (DESIGN.md section 3):
 * ``tl.dot`` may clobber its left operand on Ascend: a tile is a left operand only at
   its last use, and the tiles used as left operand more than once (A, the symmetric dL
   term) are reloaded or rebuilt before each dot when DOT_GUARD is set (npu, cpu,
-  npu-cuda). The cuda backend clears it and keeps them in registers;
+  npu-cuda); with DOT_GUARD no dot takes one tile as both operands (``k k^T`` takes a
+  copy as its right operand). The cuda backend clears it and keeps tiles in registers.
+  The cpu backend's interpreter emulates the clobber (interpreter.py);
 * no ``.to()`` on constexpr values, only constexpr ``if`` between load paths.
 """
 
@@ -94,20 +96,11 @@ def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr):
 
 @triton.jit
 def _A_for_dot(held, ptr, mask, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
-    """The A (or A^T) tile for a dot: reloaded right before the dot with DOT_GUARD
-    (Ascend's dot may clobber it), else the tile loaded once per task (``held``)."""
+    """The A (or A^T) tile for a dot inside a tile loop, where it is a left operand once per
+    iteration: reloaded right before the dot with DOT_GUARD (Ascend's dot may clobber it),
+    else the tile loaded once per task (``held``)."""
     b = held
     if DOT_GUARD:
-        b = _load_operand(ptr, mask, LOWP_DOT)
-    return b
-
-
-@triton.jit
-def _A_held(ptr, mask, BT: tl.constexpr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
-    """The A tile loaded once per task for ``_A_for_dot`` (a placeholder when DOT_GUARD reloads it)."""
-    if DOT_GUARD:
-        b = tl.zeros([BT, BT], dtype=tl.float32)
-    else:
         b = _load_operand(ptr, mask, LOWP_DOT)
     return b
 
@@ -129,7 +122,7 @@ def _fwd_task(
     m_t = o_t < n
     p_A = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
     m_A = m_t[:, None] & m_t[None, :]
-    b_A = _A_held(p_A, m_A, BT, LOWP_DOT, DOT_GUARD)
+    b_A = _load_operand(p_A, m_A, LOWP_DOT)  # with DOT_GUARD never a dot operand itself (dead code)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -183,7 +176,9 @@ def _bwd_task(
     # A^T read directly through transposed addresses: b_At[i, j] = A[j, i].
     p_At = A + (row0 * HV + i_h) * BT + o_t[None, :] * (HV * BT) + o_t[:, None]
     m_A = m_t[:, None] & m_t[None, :]
-    b_At = _A_held(p_At, m_A, BT, LOWP_DOT, DOT_GUARD)
+    # The loops take reloads of it with DOT_GUARD; the dA and dM dots take this tile: dA as the
+    # right operand (never clobbered), dM as the left one at its last use.
+    b_At = _load_operand(p_At, m_A, LOWP_DOT)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -213,7 +208,11 @@ def _bwd_task(
         else:
             b_db += tl.sum(b_dkb * b_k, 1)
         b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
-        b_kk += _mm(b_k, tl.trans(b_k), LOWP_DOT)
+        if DOT_GUARD:
+            b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
+        else:
+            b_kt = tl.trans(b_k)
+        b_kk += _mm(b_k, b_kt, LOWP_DOT)
 
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
@@ -231,8 +230,8 @@ def _bwd_task(
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     b_dA = tl.where(m_L, b_dA, 0.0)
-    b_dA = _mm(b_dA, _A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), LOWP_DOT)
-    b_dM = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dA, LOWP_DOT)
+    b_dA = _mm(b_dA, b_At, LOWP_DOT)
+    b_dM = _mm(b_At, b_dA, LOWP_DOT)  # b_At's last use: the last loop reloads it with DOT_GUARD
     b_dL = tl.where(m_L, -b_dM, 0.0)
     if USE_G:
         b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
@@ -242,8 +241,7 @@ def _bwd_task(
         b_Q = b_P * b_beta[:, None]
         b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
     b_dLb = b_dL * b_beta[:, None]
-    if not DOT_GUARD:
-        b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
+    b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -252,10 +250,9 @@ def _bwd_task(
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        b_Si = b_S
         if DOT_GUARD:
-            b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: dot may clobber its left operand
-        else:
-            b_Si = b_S
+            b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand
         b_dk = b_dkb * b_kscale[:, None] + _mm(b_Si, b_k, LOWP_DOT)
         tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
 

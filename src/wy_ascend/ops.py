@@ -6,6 +6,8 @@ Argument names, layouts and return conventions follow the seed and flash-linear-
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from .backends import Backend, LaunchConfig, current_config, kernel_for, resolve_backend
@@ -42,16 +44,17 @@ class _Call:
         self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=problem.BH, BT=problem.BT, K=problem.K,
                                      V=problem.V, spec=spec)
         self.kernel = kernel_for(self.backend, kernel)
+        self.dot_guard, head_major, self.emulate = self.backend.variant(self.config)
         # Head-major beta/g only pays off with several value heads (with HV == 1 both
         # layouts are the same contiguous vector).
-        self.head_major = self.backend.gate_head_major and problem.HV > 1
+        self.head_major = head_major and problem.HV > 1
         self.varlen_args = dict(
             cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
             chunk_indices=problem.chunk_indices,
         )
 
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return _new(shape, dtype, self.problem.device, self.config.poison_outputs)
+        return _new(shape, dtype, self.problem.device, bool(self.config.poison_outputs))
 
     def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,
                **tensors: torch.Tensor | None) -> None:
@@ -62,15 +65,24 @@ class _Call:
                       g=_gate_layout(g, self.head_major), A=A.contiguous())
         lowp_dot = self.backend.lowp_dot(p.dtype, p.K, p.V, self.plan.BK, self.plan.BV)
         persistent = self.plan.mode == "persistent"
-        for launch in self.plan.launches:
-            self.kernel[launch.grid](  # type: ignore[index]
-                **inputs, **tensors, **self.varlen_args,
-                T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
-                num_tasks=launch.tasks, num_programs=launch.grid[0],
-                H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
-                USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                LOWP_DOT=lowp_dot, DOT_GUARD=self.backend.dot_guard, PERSISTENT=persistent,
-            )
+        with self._semantics():
+            for launch in self.plan.launches:
+                self.kernel[launch.grid](  # type: ignore[index]
+                    **inputs, **tensors, **self.varlen_args,
+                    T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
+                    num_tasks=launch.tasks, num_programs=launch.grid[0],
+                    H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
+                    USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
+                    LOWP_DOT=lowp_dot, DOT_GUARD=self.dot_guard, PERSISTENT=persistent,
+                )
+
+    def _semantics(self) -> contextlib.AbstractContextManager[None]:
+        """The interpreter's Ascend emulation around the launches (cpu backend), else nothing."""
+        if not self.backend.interpret:
+            return contextlib.nullcontext()
+        from .interpreter import ascend_semantics
+
+        return ascend_semantics(self.emulate)
 
 
 def recompute_w_u_fwd(

@@ -31,7 +31,9 @@ DISTRIBUTIONS = (
     "zeros",  # k, v, beta and the incoming gradients zero on random tokens
 )
 
-LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks")
+# Launch knobs, then the kernel-variant knobs (backends.LaunchConfig says what each does).
+LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "gate_head_major",
+                "emulate")
 
 
 class Inputs(NamedTuple):

@@ -1,0 +1,264 @@
+"""The Triton interpreter as the cpu backend runs it: a version check, two speed-ups, and an
+emulation of the Ascend NPU's semantics that the interpreter would otherwise hide.
+
+The cpu backend runs triton-ascend 3.2's interpreter (its frontend is the NPU's). ``prepare``
+applies everything here once per process, the first time the cpu backend loads its kernels.
+
+Ascend emulation (``ascend_semantics``; on by default, ``WY_ASCEND_EMULATION=0`` or
+``LaunchConfig(emulate=False)`` turns it off). Emulated, because a kernel that relies on the
+opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md section 3):
+
+* ``tl.dot`` may overwrite its left operand in the unified buffer: after every dot the left
+  operand's storage is filled with NaN (floats) or the most negative value (integers), so any
+  later read of that tile (a second dot, a store, arithmetic) fails the oracle comparison.
+* a dot whose two operands share storage (a tile and its transposition, two views of one
+  tile) is not documented to read the right operand before the clobber: it raises
+  ``AscendSemanticsError`` naming the kernel and the source line.
+* a load or store whose active (unmasked) addresses leave every tensor argument's
+  allocation faults the MTE ("DDR address out of range") on the NPU: it raises
+  ``AscendSemanticsError`` here instead of reading or writing host memory.
+* int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
+  values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
+
+Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
+assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
+it); a program id folded to a constant when its grid axis is 1; the numeric difference of
+``exp2(a)/exp2(b)`` and ``exp2(a - b)``; the cost of a runtime branch between load paths;
+hangs and AI-core exceptions of the hardware itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import BackendUnavailableError
+
+EMULATION_ENV = "WY_ASCEND_EMULATION"
+INTERPRETER_DIST = "triton-ascend"
+
+
+class AscendSemanticsError(RuntimeError):
+    """A kernel did something that is unsafe or faults on an Ascend NPU (raised by the cpu
+    backend's emulation, ``ascend_semantics``). Fix the kernel; the message names the line."""
+
+
+def emulation_default() -> bool:
+    """Whether cpu-backend launches emulate Ascend semantics when the call does not say:
+    on unless ``WY_ASCEND_EMULATION`` is 0/false/off/no."""
+    return os.environ.get(EMULATION_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+class _State:
+    """What the emulation hooks need during a launch: on or off, and the allocations of the
+    current launch's tensor arguments (byte ranges [start, end))."""
+
+    active = False
+    ranges: list[tuple[int, int]] = []
+
+
+_STATE = _State()
+
+
+@contextlib.contextmanager
+def ascend_semantics(enabled: bool) -> Iterator[None]:
+    """Run the interpreter launches inside the block with (or without) the Ascend emulation."""
+    previous = _STATE.active
+    _STATE.active = enabled
+    try:
+        yield
+    finally:
+        _STATE.active = previous
+
+
+def prepare() -> None:
+    """Check the interpreter and apply the speed-ups and the emulation hooks (once)."""
+    _check_interpreter()
+    _patch_language_once()
+    _memoize_np_dtypes_once()
+    _install_emulation_once()
+
+
+@cache
+def _check_interpreter() -> None:
+    """The cpu backend needs triton-ascend's interpreter: upstream Triton's (3.6-3.8) differs in
+    the internals patched here and was seen to fail inside a launch. Refuse it with the fix."""
+    try:
+        metadata.version(INTERPRETER_DIST)
+    except metadata.PackageNotFoundError:
+        try:
+            found = f"upstream triton {metadata.version('triton')}"
+        except metadata.PackageNotFoundError:
+            found = "a triton module of no known distribution"
+        raise BackendUnavailableError(
+            f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found}; install the cpu "
+            "extra into an environment without upstream triton (README: Install), e.g. "
+            "pip install 'wy_ascend[cpu]' --extra-index-url https://download.pytorch.org/whl/cpu") from None
+
+
+@cache
+def _patch_language_once() -> None:
+    """Make the interpreter patch ``triton.language`` once per module instead of on every call.
+
+    The interpreter (triton-ascend 3.2, as upstream triton 3.2) calls ``_patch_lang`` on each
+    call of a jit helper, re-patching ``triton.language`` through ``inspect.getmembers``: about
+    half of a fuzz case's time. The patch is process-wide and never undone, so applying it once
+    per calling module (``fn.__globals__``) changes nothing else. Skipped if the interpreter
+    has no ``_patch_lang``.
+    """
+    from triton.runtime import interpreter
+
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None:
+        return
+    patched: set[int] = set()
+
+    def patch_once(fn: object) -> None:
+        key = id(fn.__globals__)  # type: ignore[attr-defined]
+        if key not in patched:
+            patch(fn)
+            patched.add(key)
+
+    interpreter._patch_lang = patch_once
+
+
+@cache
+def _memoize_np_dtypes_once() -> None:
+    """Make the interpreter look numpy dtypes up instead of rebuilding its table on every call.
+
+    The interpreter's ``_get_np_dtype`` builds a dict of 20 triton dtypes per call (~17 us,
+    hashing each), called for nearly every op: about a tenth of a cpu-backend case's time. Its
+    result depends on the scalar type only (a block type's is its element type's: pointers map
+    to uint64 either way), so a memo keyed on that type's name (the types are not hashable)
+    returns the same dtypes. Skipped if the interpreter has no ``_get_np_dtype``.
+    """
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_get_np_dtype", None)
+    if original is None:
+        return
+    memo: dict[str, object] = {}
+
+    def get_np_dtype(tt_dtype: object) -> object:
+        scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        key = str(scalar)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = original(scalar)
+        return found
+
+    get_np_dtype.__wrapped__ = original  # type: ignore[attr-defined]
+    interpreter._get_np_dtype = get_np_dtype
+
+
+# ----------------------------------------------------------------------------- Ascend emulation
+
+_TRITON_DIR = Path("/nonexistent")  # set on install: frames under it are the interpreter's, not the kernel's
+
+
+def _kernel_location() -> str:
+    """``kernel (file:line) -> helper (file:line) -> ...`` of the kernel source being interpreted
+    now: the frames outside triton and this module, outermost first, up to the launch."""
+    here = Path(__file__).resolve()
+    chain = []
+    frame = sys._getframe(1)
+    while frame is not None and type(frame.f_locals.get("self")).__name__ != "GridExecutor":
+        path = Path(frame.f_code.co_filename).resolve()
+        if path != here and _TRITON_DIR not in path.parents:
+            chain.append(f"{frame.f_code.co_name} ({path.name}:{frame.f_lineno})")
+        frame = frame.f_back  # type: ignore[assignment]
+    return " -> ".join(reversed(chain)) or "an unknown location"
+
+
+# Bit patterns of NaN for float types the interpreter stores as unsigned integers (bf16).
+_NAN_BITS = {16: 0x7FC0}
+
+
+def _poison(handle: Any) -> None:
+    """Overwrite the storage of ``handle`` (a TensorHandle) as a clobbering dot may: NaN for
+    floats, the most negative value for integers."""
+    data = handle.data
+    if np.issubdtype(data.dtype, np.floating):
+        fill: Any = np.nan
+    elif handle.get_element_ty().is_floating():
+        fill = _NAN_BITS[data.dtype.itemsize * 8]
+    else:
+        fill = np.iinfo(data.dtype).min
+    if data.flags.writeable:
+        data[...] = fill
+    else:  # a broadcast view: no storage of its own to overwrite, so replace what it reads
+        handle.data = np.full(data.shape, fill, dtype=data.dtype)
+
+
+def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
+    """Every active address of a load/store lies inside one tensor argument's allocation."""
+    if not _STATE.ranges:
+        return
+    addresses = np.asarray(ptrs.data)[np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))]
+    if addresses.size == 0:
+        return
+    lo, hi = int(addresses.min()), int(addresses.max()) + itemsize
+    if any(start <= lo and hi <= end for start, end in _STATE.ranges):
+        return
+    outside = [int(a) for a in addresses if not any(s <= int(a) and int(a) + itemsize <= e for s, e in _STATE.ranges)]
+    if not outside:
+        return  # the active addresses span several arguments, each inside one
+    raise AscendSemanticsError(
+        f"{kind} of {len(outside)} active element(s) outside every tensor argument's allocation (the NPU's MTE "
+        f"faults: DDR address out of range), first at byte address {outside[0]:#x}; at {_kernel_location()}")
+
+
+@cache
+def _install_emulation_once() -> None:
+    """Wrap the interpreter builder's dot, loads and stores and the launch's argument copy with
+    the emulation hooks; each hook does nothing while ``_STATE.active`` is false."""
+    global _TRITON_DIR
+    import triton
+    from triton.runtime import interpreter
+
+    _TRITON_DIR = Path(triton.__file__).resolve().parent
+    builder = type(interpreter.interpreter_builder)
+    create_dot, masked_load, masked_store = builder.create_dot, builder.create_masked_load, builder.create_masked_store
+    init_args = interpreter.GridExecutor._init_args_hst
+
+    def dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
+        if not _STATE.active:
+            return create_dot(self, a, b, *args)
+        if np.may_share_memory(a.data, b.data):
+            raise AscendSemanticsError(
+                "tl.dot with both operands in one tile's storage (a tile and its transposition, or two views of one "
+                "tile): Ascend's dot may clobber its left operand before it reads the right one; pass a copy taken "
+                f"before the dot (tile + 0.0) or a reload as one operand; at {_kernel_location()}")
+        out = create_dot(self, a, b, *args)
+        _poison(a)
+        return out
+
+    def load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
+        if _STATE.active:
+            _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        return masked_load(self, ptrs, mask, *args)
+
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        if _STATE.active:
+            _check_addresses("store", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        return masked_store(self, ptrs, value, mask, *args)
+
+    def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        tensors = [a for a in (*args_hst, *kwargs_hst.values()) if hasattr(a, "untyped_storage")]
+        _STATE.ranges = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors)]
+        return args_hst, kwargs_hst
+
+    builder.create_dot = dot
+    builder.create_masked_load = load
+    builder.create_masked_store = store
+    interpreter.GridExecutor._init_args_hst = init_args_hst

@@ -1,0 +1,195 @@
+"""The cpu backend's interpreter (wy_ascend/interpreter.py): its speed-ups change no result, and
+its Ascend emulation shows what only an NPU would (a clobbered dot operand, a dot of one tile
+with itself, an address outside every tensor, int32 wrap-around), which makes every dot guard
+of kernels.py a tested line: dropping any one fails the oracle with the emulation on and
+passes with it off (the guard mutants of fuzz/mutants.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
+    pytest.skip("the interpreter runs the cpu backend only", allow_module_level=True)
+
+import triton  # noqa: E402  (after conftest set TRITON_INTERPRET)
+import triton.language as tl  # noqa: E402
+
+from wy_ascend import backends  # noqa: E402
+from wy_ascend.interpreter import ascend_semantics  # noqa: E402
+from wy_ascend.testing.case import Case  # noqa: E402
+from wy_ascend.testing.properties import PropertyFailure, check_oracle  # noqa: E402
+
+backends.kernel_for(backends.BACKENDS["cpu"], "fwd")  # loads the kernels and applies interpreter.prepare()
+
+
+def test_memoized_np_dtypes_are_the_interpreters() -> None:
+    """Every scalar, pointer and block type maps to the dtype the unpatched function gives,
+    on the first call (memo filled) and the second (memo hit)."""
+    from triton.runtime import interpreter
+
+    patched = interpreter._get_np_dtype
+    original = patched.__wrapped__
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
+    types = [*scalars, *(tl.pointer_type(t) for t in scalars), *(tl.block_type(t, [2, 4]) for t in scalars),
+             tl.block_type(tl.pointer_type(tl.bfloat16), [4])]
+    for _ in range(2):
+        assert [patched(t) for t in types] == [original(t) for t in types]
+
+
+# ----------------------------------------------------------------------------- emulation, one behaviour each
+
+N = 16
+
+
+@triton.jit
+def _dot_then_store_lhs(a, b, c, a_out, N: tl.constexpr):
+    o = tl.arange(0, N)
+    b_a = tl.load(a + o[:, None] * N + o[None, :])
+    b_b = tl.load(b + o[:, None] * N + o[None, :])
+    tl.store(c + o[:, None] * N + o[None, :], tl.dot(b_a, b_b, allow_tf32=False))
+    tl.store(a_out + o[:, None] * N + o[None, :], b_a)  # reads the left operand after its dot
+
+
+@triton.jit
+def _dot_with_own_transpose(a, c, N: tl.constexpr):
+    o = tl.arange(0, N)
+    b_a = tl.load(a + o[:, None] * N + o[None, :])
+    tl.store(c + o[:, None] * N + o[None, :], tl.dot(b_a, tl.trans(b_a), allow_tf32=False))
+
+
+@triton.jit
+def _copy_rows(x, y, rows, N: tl.constexpr, MASKED: tl.constexpr):
+    o = tl.arange(0, N)
+    if MASKED:
+        tl.store(y + o, tl.load(x + o, mask=o < rows, other=0.0), mask=o < rows)
+    else:
+        tl.store(y + o, tl.load(x + o))
+
+
+@triton.jit
+def _int32_add(out, a, b):
+    tl.store(out, tl.program_id(0) + a + b)
+
+
+def _mats() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(N, N, generator=gen), torch.randn(N, N, generator=gen)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_dot_clobbers_its_left_operand_only_under_the_emulation(on: bool) -> None:
+    a, b = _mats()
+    c, a_out = torch.empty(N, N), torch.empty(N, N)
+    with ascend_semantics(on):
+        _dot_then_store_lhs[(1,)](a, b, c, a_out, N=N)
+    torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)  # the dot itself is exact either way
+    assert bool(a_out.isnan().all()) == on
+    if not on:
+        assert torch.equal(a_out, a)
+    assert torch.equal(a, _mats()[0])  # the tensor in memory is never touched, only the tile
+
+
+def test_a_dot_of_a_tile_with_its_own_transpose_names_the_kernel_and_line() -> None:
+    a, _ = _mats()
+    c = torch.empty(N, N)
+    with ascend_semantics(True), pytest.raises(Exception) as info:
+        _dot_with_own_transpose[(1,)](a, c, N=N)
+    text = f"{info.value!r} {info.value.__cause__!r}"
+    assert "AscendSemanticsError" in text and "_dot_with_own_transpose" in text
+    line = next(i for i, s in enumerate(Path(__file__).read_text().splitlines(), 1) if "tl.trans(b_a), allow" in s)
+    assert f"test_interpreter.py:{line}" in text
+    with ascend_semantics(False):
+        _dot_with_own_transpose[(1,)](a, c, N=N)
+    torch.testing.assert_close(c, a @ a.T, rtol=1e-5, atol=1e-5)
+
+
+def test_an_access_outside_every_tensor_faults_and_a_masked_one_does_not() -> None:
+    x, y = torch.arange(N, dtype=torch.float32), torch.zeros(N)
+    with ascend_semantics(True):
+        _copy_rows[(1,)](x[: N // 2].clone(), y, N // 2, N=N, MASKED=True)  # masked-off lanes past the end: fine
+        assert torch.equal(y[: N // 2], x[: N // 2])
+        with pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
+            _copy_rows[(1,)](x[: N // 2].clone(), y, N // 2, N=N, MASKED=False)
+
+
+def test_int32_arithmetic_wraps_as_on_the_device() -> None:
+    out = torch.zeros(1, dtype=torch.int32)
+    with ascend_semantics(True):
+        _int32_add[(1,)](out, 2**31 - 1, 1)
+    assert int(out) == -(2**31)
+
+
+# ----------------------------------------------------------------------------- every guard is tested code
+
+# One fixed, small case per kernel path: two K and V tiles (tile_cap 16) so every loop runs its
+# dot twice, a gate, grouped heads and a tail chunk. The guard mutants need no more: each one
+# makes a tile loop read its clobbered left operand, or the dM/dA dots read a clobbered A^T.
+GUARD_CASES = (
+    Case(T=40, H=1, HV=2, K=24, V=20, BT=16, use_g=True, backend="cpu", knobs={"tile_cap": 16}),
+    Case(cu_seqlens=(0, 5, 37), H=2, HV=4, K=32, V=17, BT=32, backend="cpu", knobs={"tile_cap": 16}),
+)
+
+
+def _guard_mutants() -> list:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from fuzz.mutants import MUTANTS
+    finally:
+        sys.path.pop(0)
+    return [m for m in MUTANTS if m.emulated]
+
+
+def _load_mutated(mutant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apply ``mutant`` to a copy of the package and swap the mutated module in (kernels.py: its
+    entry kernels; ops.py: the mutated op functions), undone by monkeypatch at the end."""
+    from fuzz.mutants import mutate
+    from wy_ascend import kernels
+    from wy_ascend.testing import properties
+
+    package = tmp_path / "wy_ascend"
+    shutil.copytree(ROOT / "src" / "wy_ascend", package)
+    mutate(mutant, package)
+    name = f"wy_ascend.mutated_{mutant.file.removesuffix('.py')}"
+    spec = importlib.util.spec_from_file_location(name, package / mutant.file, submodule_search_locations=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "wy_ascend"
+    spec.loader.exec_module(module)
+    if mutant.file == "kernels.py":
+        monkeypatch.setattr(kernels, "KERNELS", module.KERNELS)
+    else:
+        assert mutant.file == "ops.py"
+        for fn in ("recompute_w_u_fwd", "prepare_wy_repr_bwd"):
+            monkeypatch.setattr(properties, fn, getattr(module, fn))
+
+
+@pytest.mark.parametrize("mutant", _guard_mutants(), ids=lambda m: m.id)
+def test_each_dot_guard_fails_the_oracle_only_under_the_emulation(mutant, tmp_path, monkeypatch) -> None:
+    _load_mutated(mutant, tmp_path, monkeypatch)
+    monkeypatch.setenv("WY_ASCEND_EMULATION", "0")
+    for case in GUARD_CASES:
+        check_oracle(case)  # value-preserving where dots never clobber: passes
+    monkeypatch.setenv("WY_ASCEND_EMULATION", "1")
+    failures = []
+    for case in GUARD_CASES:
+        try:
+            check_oracle(case)
+        except PropertyFailure as e:
+            failures.append(str(e))
+        except Exception as e:  # noqa: BLE001 - the interpreter wraps the emulation's error in its own
+            assert "AscendSemanticsError" in repr(e), f"{mutant.id}: not the emulation's error: {e!r}"
+            failures.append(repr(e))
+    assert failures, f"{mutant.id} passed the oracle under the Ascend emulation"
+
+
+def test_the_unmutated_kernels_pass_under_the_emulation() -> None:
+    for case in GUARD_CASES:
+        check_oracle(case)
