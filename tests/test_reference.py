@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from wy_ascend.reference import build_A, wy_bwd, wy_bwd_given_A, wy_fwd
+from wy_ascend.reference import _build_A, build_A, wy_bwd, wy_bwd_given_A, wy_fwd
 
 F64 = torch.float64
 
@@ -222,7 +222,7 @@ def test_bwd_matches_finite_differences():
 def test_gradcheck_fwd_given_A():
     """wy_fwd is differentiable in (k, v, beta, A, g) and its autograd passes gradcheck."""
     k, v, beta, g, _, _, cu_t = make_inputs(5, 1, 6, 1, 2, 3, 2, [0, 2, 6], 4)
-    A = build_A(k, beta, g, cu_t, chunk_size=4)
+    A = _build_A(k, beta, g, cu_t, chunk_size=4)  # chunks of 4 keep gradcheck small; build_A takes the ops' sizes only
     ins = [x.clone().requires_grad_(True) for x in (k, v, beta, A, g)]
     assert torch.autograd.gradcheck(lambda k, v, b, A, g: wy_fwd(k, v, b, A, g, cu_t), ins)
 
@@ -287,6 +287,24 @@ def test_bad_cu_seqlens(cu, match):
     k, _, beta, *_ = make_inputs(9, 1, 10, 1, 1, 4, 4, gated=False)
     with pytest.raises(ValueError, match=match):
         build_A(k, beta, cu_seqlens=torch.tensor(cu))
+
+
+@pytest.mark.parametrize(
+    "K,chunk_size,match",
+    [
+        (8, 8, r"chunk_size must be one of \(16, 32, 64, 128\), got 8"),
+        (8, 256, r"chunk_size must be one of \(16, 32, 64, 128\), got 256"),
+        (257, 64, r"K \(k.shape\[3\]\) must be in \[1, 256\], got 257"),
+        (0, 64, r"K \(k.shape\[3\]\) must be in \[1, 256\], got 0"),
+    ],
+)
+def test_build_A_refuses_what_the_ops_refuse(K, chunk_size, match):
+    """build_A builds kernel inputs, so a chunk size or K the ops reject fails here already, with
+    the ops' message; the largest accepted sizes still build."""
+    k, beta = torch.zeros(1, 4, 1, K, dtype=F64), torch.zeros(1, 4, 1, dtype=F64)
+    with pytest.raises(ValueError, match=match):
+        build_A(k, beta, chunk_size=chunk_size)
+    assert build_A(torch.zeros(1, 4, 1, 256, dtype=F64), beta, chunk_size=128).shape == (1, 4, 1, 128)
 
 
 def test_bad_shapes():

@@ -52,6 +52,8 @@ from typing import NamedTuple
 
 import torch
 
+from .validation import check_chunk_size, check_dim
+
 __all__ = ["build_A", "wy_fwd", "wy_bwd", "wy_bwd_given_A"]
 
 _LN2 = math.log(2.0)
@@ -225,7 +227,24 @@ def build_A(
     ``M = I + strict_lower(beta_i (k_i.k_j) exp2(g_i - g_j))``, computed in float64 and cast to
     ``dtype`` (default ``k.dtype``). ``A[b,t,h,j]`` is row (t within its chunk), column j; rows
     are unit lower triangular and columns ``j >= n`` of a partial chunk are 0. Callers use it to
-    build kernel inputs consistent with ``k, beta, g``."""
+    build kernel inputs consistent with ``k, beta, g``, so it refuses what the ops refuse: a
+    ``chunk_size`` outside ``SUPPORTED_BT`` and a ``K`` outside ``[1, MAX_DIM]`` (ValueError, the
+    ops' own checks). The oracle's other functions take any chunk size (its tests use tiny ones)."""
+    check_chunk_size("chunk_size", chunk_size)
+    _check_heads(k, None, beta, g)
+    check_dim("K (k.shape[3])", k.shape[3])
+    return _build_A(k, beta, g, cu_seqlens, chunk_size, dtype)
+
+
+def _build_A(
+    k: torch.Tensor,
+    beta: torch.Tensor,
+    g: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    chunk_size: int = 64,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``build_A`` for any chunk size and K (the oracle's own tests use chunks of 4)."""
     G = _check_heads(k, None, beta, g)
     B, T = k.shape[:2]
     HV = beta.shape[2]

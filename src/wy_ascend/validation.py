@@ -71,9 +71,16 @@ def _same_dtype(name: str, x: torch.Tensor, ref: torch.dtype) -> None:
         raise TypeError(f"{name} must have the dtype of k ({ref}), got {x.dtype}")
 
 
-def _dim(name: str, value: int) -> None:
+def check_dim(name: str, value: int) -> None:
+    """K or V: in [1, MAX_DIM] (the ops' rule, shared with reference.build_A)."""
     if not 1 <= value <= MAX_DIM:
         raise ValueError(f"{name} must be in [1, {MAX_DIM}], got {value}")
+
+
+def check_chunk_size(name: str, value: int) -> None:
+    """The chunk size BT: one of SUPPORTED_BT (the ops' rule, shared with reference.build_A)."""
+    if value not in SUPPORTED_BT:
+        raise ValueError(f"{name} must be one of {SUPPORTED_BT}, got {value}")
 
 
 def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
@@ -166,10 +173,9 @@ def validate(
         raise ValueError(f"v must share k's [B, T] = {(B, T)}, got {tuple(v.shape[:2])}")
     if H < 1 or HV % H != 0:
         raise ValueError(f"the value heads HV={HV} (v.shape[2]) must be a positive multiple of the key heads H={H}")
-    _dim("K (k.shape[3])", K)
-    _dim("V (v.shape[3])", V)
-    if BT not in SUPPORTED_BT:
-        raise ValueError(f"the chunk size BT = A.shape[-1] must be one of {SUPPORTED_BT}, got {BT}")
+    check_dim("K (k.shape[3])", K)
+    check_dim("V (v.shape[3])", V)
+    check_chunk_size("the chunk size BT = A.shape[-1]", BT)
     _shape("beta", beta, (B, T, HV), "[B, T, HV]")
     _shape("A", A, (B, T, HV, BT), "[B, T, HV, BT]")
     _float_dtype("k", k)
