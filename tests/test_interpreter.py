@@ -67,6 +67,14 @@ def _dot_with_own_transpose(a, c, N: tl.constexpr):
 
 
 @triton.jit
+def _dot_with_transpose_of(a, b, c, N: tl.constexpr):
+    o = tl.arange(0, N)
+    b_a = tl.load(a + o[:, None] * N + o[None, :])
+    b_b = tl.load(b + o[:, None] * N + o[None, :])
+    tl.store(c + o[:, None] * N + o[None, :], tl.dot(b_a, tl.trans(b_b), allow_tf32=False))
+
+
+@triton.jit
 def _copy_rows(x, y, rows, N: tl.constexpr, MASKED: tl.constexpr):
     o = tl.arange(0, N)
     if MASKED:
@@ -109,7 +117,11 @@ def test_a_dot_of_a_tile_with_its_own_transpose_names_the_kernel_and_line() -> N
     assert f"test_interpreter.py:{line}" in text
     with ascend_semantics(False):
         _dot_with_own_transpose[(1,)](a, c, N=N)
-    torch.testing.assert_close(c, a @ a.T, rtol=1e-5, atol=1e-5)
+        separate = torch.empty(N, N)
+        _dot_with_transpose_of[(1,)](a, a.clone(), separate, N=N)
+    # Bit for bit what the product of two distinct tiles gives (numpy would take a symmetric
+    # product for x @ x.T, rounding otherwise: the dot_guard variants would then differ).
+    assert torch.equal(c, separate)
 
 
 def test_an_access_outside_every_tensor_faults_and_a_masked_one_does_not() -> None:

@@ -231,13 +231,17 @@ def _install_emulation_once() -> None:
     init_args = interpreter.GridExecutor._init_args_hst
 
     def dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
+        if np.may_share_memory(a.data, b.data):
+            if _STATE.active:
+                raise AscendSemanticsError(
+                    "tl.dot with both operands in one tile's storage (a tile and its transposition, or two views of "
+                    "one tile): Ascend's dot may clobber its left operand before it reads the right one; pass a copy "
+                    f"taken before the dot (tile + 0.0) or a reload as one operand; at {_kernel_location()}")
+            # numpy computes x @ x.T by a symmetric product (syrk), whose rounding differs from the
+            # general one: a copy keeps a dot's bits independent of whether its operands alias.
+            b = type(b)(b.data.copy(), b.dtype)
         if not _STATE.active:
             return create_dot(self, a, b, *args)
-        if np.may_share_memory(a.data, b.data):
-            raise AscendSemanticsError(
-                "tl.dot with both operands in one tile's storage (a tile and its transposition, or two views of one "
-                "tile): Ascend's dot may clobber its left operand before it reads the right one; pass a copy taken "
-                f"before the dot (tile + 0.0) or a reload as one operand; at {_kernel_location()}")
         out = create_dot(self, a, b, *args)
         _poison(a)
         return out

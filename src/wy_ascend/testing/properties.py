@@ -18,8 +18,8 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
   converts fp32 to bf16 by truncation, which is off by up to one ulp (found by the
   fuzzer: regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off).
 
-Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch)
-must not change a single bit; knobs that change tile widths (ub_bytes, tile_cap) change
+Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch) and
+the kernel-variant knobs (dot_guard, gate_head_major, emulate) must not change a single bit; knobs that change tile widths (ub_bytes, tile_cap) change
 summation order and are checked against the oracle only.
 """
 
@@ -45,8 +45,9 @@ T = TypeVar("T")
 FP32_RTOL = 1e-5
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
 LOW_PRECISION_FACTOR = 4.0
-# Knobs that re-partition the same work without changing any arithmetic.
-PARTITION_KNOBS = ("max_blocks", "num_cores", "mode", "max_tasks")
+# Knobs that re-partition the same work, or pick a kernel variant (operand reloads, the beta/g
+# layout, the Ascend emulation's bookkeeping), without changing any arithmetic.
+PARTITION_KNOBS = ("max_blocks", "num_cores", "mode", "max_tasks", "dot_guard", "gate_head_major", "emulate")
 DEVICE_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
 FWD_NAMES = ("w", "u")
 BWD_NAMES = ("dk", "dv", "dbeta", "dg")
