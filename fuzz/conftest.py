@@ -24,6 +24,13 @@ compiled. The report is only
 written when a property test ran (a replay of regressions/ alone leaves an earlier report in
 place).
 
+Live failure lines: the controller (or the main process) polls the progress files below every
+half second and prints ``FAILED <property>: <message> -> <regression file>`` for each minimal
+failing case a worker records, within a second of its file being written, while the run goes on
+(the ``F`` and the full report come when the item ends, after Hypothesis has finished with it).
+A line per final minimal case only: the examples Hypothesis sees failing while it shrinks are
+many and none of them is written anywhere (``LiveFailures``).
+
 Killed runs: every process that runs cases (each xdist worker, or the main process) rewrites
 its cumulative counts after every case to ``<report>.parts/<worker>.json`` (``main`` without
 xdist; fuzz/profiles.py ``Progress``). The controller clears that directory when the run starts
@@ -158,6 +165,12 @@ class FuzzReport:
             pass  # no progress files then (Progress.write skips); the shipped tallies still make the report
         TALLY.progress = Progress(self.parts / f"{self.worker}.json", self.worker, run.profile.name, run.backend,
                                   bound)
+        self.live = None if self.is_worker else LiveFailures(self.parts, Path(config.invocation_params.dir))
+
+    def pytest_sessionstart(self) -> None:
+        if self.live is not None:
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            self.live.start(markup=terminal is not None and self.config.get_terminal_writer().hasmarkup)
 
     # ------------------------------------------------------------------ SIGTERM/SIGINT -> KeyboardInterrupt
 
@@ -177,6 +190,8 @@ class FuzzReport:
 
     def pytest_unconfigure(self) -> None:
         TALLY.progress = None
+        if self.live is not None:
+            self.live.stop()
         if threading.current_thread() is threading.main_thread():
             for sig, previous in self._previous.items():  # None: a handler set outside Python
                 signal.signal(sig, signal.SIG_DFL if previous is None else previous)
@@ -334,6 +349,8 @@ class FuzzReport:
         if self.is_worker:
             return
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.live is not None:
+            self.live.stop()  # a last look: failures of the last half second get their line too
         final = self.summary()
         if final["properties"]:
             self.final = final
@@ -342,6 +359,81 @@ class FuzzReport:
             tmp.write_text(json.dumps(final, indent=2) + "\n")
             tmp.replace(self.path)
         shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
+
+
+class LiveFailures:
+    """Prints a line for each failure recorded in the progress files, as it is recorded.
+
+    A failure's regression file is written in the process that ran the case (an xdist worker,
+    or the main process) just before ``Tally.fail`` rewrites that process's progress file
+    (fuzz/test_fuzz.py ``_record``). A thread of the controller reads the progress files every
+    ``POLL_S`` seconds and writes ``FAILED <property>: <message> -> <file>`` for each failure
+    it has not printed yet. It writes to a copy of file descriptor 1 taken at configure time:
+    without xdist the tests run in this process, and pytest's capture points fd 1 elsewhere
+    while an item runs.
+    """
+
+    POLL_S = 0.5
+
+    def __init__(self, parts: Path, root: Path) -> None:
+        self.parts = parts
+        self.root = root
+        self.markup = False  # red lines where pytest colours its own
+        self.printed: dict[str, int] = {}  # progress file -> failures printed from it
+        self.fd: int | None = None
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def start(self, markup: bool) -> None:
+        self.markup = markup
+        try:
+            self.fd = os.dup(1)
+        except OSError:
+            return  # no stdout: the summary at the end still lists every failure
+        self.thread = threading.Thread(target=self._run, name="wy-fuzz-live-failures", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        if self.thread is None:
+            return
+        self.done.set()
+        self.thread.join(timeout=10)
+        self.thread = None
+        self.poll()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _run(self) -> None:
+        while not self.done.wait(self.POLL_S):
+            self.poll()
+
+    def poll(self) -> None:
+        with self.lock:
+            for path in sorted(self.parts.glob("*.json")) if self.parts.is_dir() else []:
+                try:
+                    failures = json.loads(path.read_text()).get("failures", [])
+                except (OSError, ValueError, AttributeError):
+                    continue  # gone (the run ended) or not a progress document
+                for failure in failures[self.printed.get(path.name, 0):]:
+                    self.write(self.line(failure))
+                self.printed[path.name] = max(self.printed.get(path.name, 0), len(failures))
+
+    def line(self, failure: dict[str, Any]) -> str:
+        file = failure.get("regression")
+        if file and Path(file).is_absolute() and Path(file).is_relative_to(self.root):
+            file = str(Path(file).relative_to(self.root))
+        return f"FAILED {failure.get('property')}: {failure.get('message')} -> {file or '(not recorded)'}"
+
+    def write(self, line: str) -> None:
+        if self.fd is None:
+            return
+        text = f"\x1b[31m{line}\x1b[0m" if self.markup else line
+        try:
+            os.write(self.fd, f"\n{text}\n".encode(errors="replace"))
+        except OSError:
+            pass
 
 
 def _property_of(nodeid: str) -> str | None:
