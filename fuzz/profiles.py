@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -47,7 +48,8 @@ DEFAULT_PROFILE = "dev"
 DEFAULT_BACKEND = "cpu"
 DEFAULT_REPORT = "fuzz-report.json"
 REPO = Path(__file__).resolve().parents[1]
-PROPERTY_NAMES = ("oracle", "launch_invariance", "varlen_split", "grouped_heads", "plan_coverage", "bad_input")
+PROPERTY_NAMES = ("oracle", "launch_invariance", "varlen_split", "grouped_heads", "plan_coverage", "bad_input", "perf")
+PERF = "perf"  # the device-time property: only the perf profile runs it, and it runs nothing else
 
 # Cases can be slow (interpreter) and large (many sequences); neither is a test smell here.
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
@@ -81,8 +83,11 @@ class Profile:
         """Examples of property ``prop``: the profile's times ``WY_ASCEND_FUZZ_SCALE`` (default 1), at least 1."""
         return max(1, round(self.examples[prop] * float(os.environ.get(SCALE_ENV) or 1.0)))
 
-    def settings_for(self, prop: str) -> settings:
-        """Decorator settings of one property's test (its ``budget``)."""
+    def settings_for(self, prop: str) -> Any:
+        """Decorator of one property's test: its settings (its ``budget``), or a skip mark where
+        the profile does not run the property."""
+        if prop not in self.examples:
+            return pytest.mark.skip(reason=f"profile {self.name!r} does not run property {prop!r}")
         return settings(self.hypothesis_settings(), max_examples=self.budget(prop))
 
 
@@ -108,6 +113,10 @@ PROFILES: dict[str, Profile] = {
         Profile("large", "accelerator, sizes near device memory, few examples",
                 {"oracle": 6, "launch_invariance": 4, "varlen_split": 3, "grouped_heads": 3, "plan_coverage": 100,
                  "bad_input": 50}, LARGE_SIZES, kind="large", accelerator=True),
+        # 24 shapes of issue 13's grid, each timed forward and backward (and fla-core's where installed):
+        # ~1 min of first-call compiles and autotuning plus ~1 s of timing a shape on an H200.
+        Profile("perf", "device times against the bandwidth bound and fla-core (testing/perf.py)", {PERF: 24},
+                accelerator=True),
     )
 }
 
@@ -134,12 +143,16 @@ _RUN: RunConfig | None = None
 
 def select(profile: str | None = None, backend: str | None = None) -> RunConfig:
     """Fix this process's profile and backend (explicit > environment > defaults) and load the
-    profile's Hypothesis settings; raises ValueError for an unknown profile name."""
+    profile's Hypothesis settings; raises ValueError for an unknown profile name, or the perf
+    profile on the cpu backend."""
     global _RUN
     name = profile or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
     if name not in PROFILES:
         raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r} (--profile or {PROFILE_ENV})")
-    _RUN = RunConfig(PROFILES[name], backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND)
+    backend = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    if PERF in PROFILES[name].examples and backend == "cpu":
+        raise ValueError(f"profile {name!r} times device kernels: run it with --backend cuda, npu-cuda or npu")
+    _RUN = RunConfig(PROFILES[name], backend)
     settings.load_profile(name)
     return _RUN
 

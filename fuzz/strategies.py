@@ -434,6 +434,37 @@ def case_strategy(kind: str, sizes: Sizes, backend: str, **flags: Any) -> st.Sea
     raise ValueError(f"kind must be 'small', 'mixed' or 'large', got {kind!r}")
 
 
+# ----------------------------------------------------------------------------- performance
+
+# Issue 13's shape grid: K and V from PERF_DIMS (K != V included), HV/H from PERF_RATIOS, fixed
+# and varlen batches, small and large token counts; bf16 with the gate, BT = 64 (the gated delta
+# rule's chunk size). Tokens x value heads stay within PERF_MAX_ROWS so a case's inputs (built in
+# float64 on the host) take a second, not a minute.
+PERF_DIMS = (16, 32, 48, 64, 80, 128, 192, 256)
+PERF_RATIOS = (1, 2, 4)
+PERF_TOKENS = (1024, 8192, 32768)
+PERF_MAX_ROWS = 2**19
+
+
+@st.composite
+def perf_cases(draw: st.DrawFn, backend: str) -> Case:
+    """A shape of the performance grid on ``backend``; shrinks toward few tokens, K = V = 16, one
+    head, a fixed batch of one."""
+    K, V = draw(st.sampled_from(PERF_DIMS)), draw(st.sampled_from(PERF_DIMS))
+    ratio = draw(st.sampled_from(PERF_RATIOS))
+    tokens = draw(st.sampled_from(PERF_TOKENS))
+    H = draw(st.sampled_from([h for h in (1, 2, 4, 8, 16) if tokens * h * ratio <= PERF_MAX_ROWS]))
+    layout: dict[str, Any]
+    if draw(st.booleans()):
+        rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+        cuts = sorted(rng.sample(range(1, tokens), draw(st.integers(1, 15))))
+        layout = {"cu_seqlens": (0, *cuts, tokens)}
+    else:
+        B = draw(st.sampled_from((1, 2, 4, 8)))
+        layout = {"B": B, "T": tokens // B}
+    return Case(H=H, HV=H * ratio, K=K, V=V, BT=64, dtype="bfloat16", use_g=True, backend=backend, **layout)
+
+
 # ----------------------------------------------------------------------------- features
 
 

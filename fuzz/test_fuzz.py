@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
-from fuzz.strategies import Sizes, bad_input_cases, case_strategy, plan_cases
+from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
@@ -109,3 +109,9 @@ def _each_corruption(test: Any) -> Any:
 @_each_corruption
 def test_bad_input(case: Case) -> None:
     check("bad_input", case)
+
+
+@PROFILE.settings_for("perf")
+@given(case=perf_cases(BACKEND))
+def test_perf(case: Case) -> None:
+    check("perf", case)

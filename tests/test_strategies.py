@@ -207,14 +207,17 @@ def test_shrinks_to_the_simplest_case() -> None:
 
 
 def test_profiles() -> None:
+    correctness = set(profiles.PROPERTY_NAMES) - {profiles.PERF}
     for profile in profiles.PROFILES.values():
-        assert set(profile.examples) == set(profiles.PROPERTY_NAMES)
+        assert set(profile.examples) == ({profiles.PERF} if profile.name == "perf" else correctness)
         assert profile.hypothesis_settings().deadline is None
     assert profiles.PROFILES["ci"].hypothesis_settings().derandomize
     assert profiles.PROFILES["ci"].hypothesis_settings().database is None
     assert profiles.PROFILES["dev"].hypothesis_settings().database is not None
     with pytest.raises(ValueError, match="profile must be one of"):
         profiles.select("nope")
+    with pytest.raises(ValueError, match="times device kernels"):
+        profiles.select("perf", "cpu")
 
 
 def test_mixed_cases_draw_one_large_case_in_several() -> None:

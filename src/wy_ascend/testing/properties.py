@@ -19,8 +19,9 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
   fuzzer: regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off).
 
 Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch) and
-the kernel-variant knobs (dot_guard, gate_head_major, emulate) must not change a single bit; knobs that change tile widths (ub_bytes, tile_cap) change
-summation order and are checked against the oracle only.
+the kernel-variant knobs (dot_guard, gate_head_major, emulate) must not change a single bit;
+knobs that change tile widths (ub_bytes, tile_cap) change summation order and are checked
+against the oracle only.
 """
 
 from __future__ import annotations
@@ -434,6 +435,20 @@ def check_bad_input(case: Case) -> Metrics:
     return metrics
 
 
+def check_perf(case: Case) -> Metrics:
+    """Forward and backward times within the bounds of perf.py (a device backend's property)."""
+    from .perf import PerfFailure, compare, measure
+
+    device = device_of(case)
+    if device.type == "cpu":
+        raise PropertyFailure("perf times a device backend's kernels; the cpu backend (the interpreter) has none")
+    metrics = measure(case, case.build_inputs(device))
+    try:
+        return compare(metrics)
+    except PerfFailure as e:
+        raise PropertyFailure(f"slower than the bound: {e}", metrics) from None
+
+
 PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "oracle": check_oracle,
     "launch_invariance": check_launch_invariance,
@@ -441,6 +456,7 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "grouped_heads": check_grouped_heads,
     "plan_coverage": check_plan_coverage,
     "bad_input": check_bad_input,
+    "perf": check_perf,
 }
 
 

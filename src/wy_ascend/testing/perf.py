@@ -1,0 +1,135 @@
+"""The performance property: a device backend's op times against a lower bound and the peer.
+
+For each op (forward, backward) of a case on a device backend:
+
+    bound = max(bytes / copy_bandwidth, launch_floor)
+    time <= C[op] * bound          and, when fla-core is importable,   time <= PEER_RATIO * peer time
+
+* ``bytes``: compulsory traffic, every input the op takes read once and every output written
+  once, in its own dtype (``compulsory_bytes``): no kernel moves less.
+* ``copy_bandwidth``: a device-to-device copy of ``COPY_BYTES`` (bytes read + written over its
+  time), measured once per process: what the memory system gives a pure streaming kernel here.
+* ``launch_floor``: the time of one empty Triton launch, measured once per process: a small
+  problem cannot take less than one launch (each op here is one launch on cuda).
+* Times are ``triton.testing.do_bench`` medians (device-synchronized, after warm-up).
+
+Factors. flash-linear-attention's kernels, the peer, reach ~79% of HBM bandwidth forward and
+~36% backward on an H200 (DESIGN.md section 3), i.e. 1.3x and 2.8x the bound; the launch floor
+covers the small shapes. ``C_FWD = 4`` and ``C_BWD = 8`` allow about 3x the peer's own distance
+from the bound, so ordinary tuning differences pass and a cliff (a register spill, an fp32 path
+where bf16 tensor cores were due, a serialized launch: 10-200x, as K=V=256 showed) fails.
+``PEER_RATIO = 1.5`` is issue 13's no-cliff criterion against fla-core itself.
+
+A failure is a ``PropertyFailure`` whose metrics hold every time, bound and ratio, so the
+shrunk case lands in ``regressions/perf-<hash>.json`` like any failure, and ``wy-ascend replay``
+re-times it and prints the times against the bounds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
+from .case import Case, Inputs
+
+C_FWD = 4.0
+C_BWD = 8.0
+PEER_RATIO = 1.5
+COPY_BYTES = 1 << 30
+# do_bench windows (ms): enough repetitions for a stable median of a sub-millisecond kernel.
+WARMUP_MS, REP_MS = 25, 100
+Timer = Callable[[Callable[[], Any]], float]
+
+
+class PerfFailure(AssertionError):
+    """Raised by ``compare`` (properties.check_perf wraps it into a PropertyFailure)."""
+
+
+def compulsory_bytes(inputs: Inputs, outputs: dict[str, torch.Tensor | None], op: str) -> int:
+    """Bytes the op must move: its inputs read once, its outputs written once (dtype sizes)."""
+    names = ("k", "v", "beta", "A", "g", "cu_seqlens") + (("dw", "du") if op == "bwd" else ())
+    tensors = [getattr(inputs, n) for n in names] + list(outputs.values())
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def do_bench(fn: Callable[[], Any]) -> float:
+    """Median milliseconds of ``fn`` (triton.testing.do_bench, device-synchronized)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+
+
+@functools.cache
+def device_limits(device: str) -> tuple[float, float]:
+    """(copy bandwidth in bytes/ms, launch floor in ms) of ``device``, measured once."""
+    import triton
+    import triton.language as tl
+
+    src = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = do_bench(lambda: dst.copy_(src))
+
+    @triton.jit
+    def _empty(x):
+        tl.store(x, 0)
+
+    flag = torch.empty(1, dtype=torch.int32, device=device)
+    floor_ms = do_bench(lambda: _empty[(1,)](flag))
+    return COPY_BYTES / copy_ms, floor_ms
+
+
+def peer_ops() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """fla-core's forward and backward, or None where it is not installed."""
+    try:
+        from fla.ops.gated_delta_rule import wy_fast
+    except Exception:  # noqa: BLE001 - any import failure means "no peer"
+        return None
+    return wy_fast.recompute_w_u_fwd, wy_fast.prepare_wy_repr_bwd
+
+
+def measure(case: Case, inputs: Inputs, timer: Timer = do_bench) -> dict[str, dict[str, float]]:
+    """Per op: time_ms, bytes, bound_ms (and peer_ms where fla-core is installed)."""
+    k, v, beta, A, g, dw, du, cu = inputs
+    backend, config = case.backend, case.config()
+    ops = {
+        "fwd": (lambda: recompute_w_u_fwd(k, v, beta, A, g, cu, backend=backend, config=config),
+                lambda f, b: f(k, v, beta, A, g, cu)),
+        "bwd": (lambda: prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend=backend, config=config),
+                lambda f, b: b(k, v, beta, A, dw, du, g, cu)),
+    }
+    bandwidth, floor = device_limits(str(k.device))
+    peer = peer_ops()
+    out: dict[str, dict[str, float]] = {}
+    for op, (ours, theirs) in ops.items():
+        result = ours()
+        names = ("w", "u") if op == "fwd" else ("dk", "dv", "dbeta", "dg")
+        nbytes = compulsory_bytes(inputs, dict(zip(names, result)), op)
+        row = {"time_ms": timer(ours), "bytes": float(nbytes), "bound_ms": max(nbytes / bandwidth, floor)}
+        if peer is not None:
+            row["peer_ms"] = timer(lambda theirs=theirs: theirs(*peer))
+        out[op] = row
+    return out
+
+
+def compare(metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Add each op's ratios and limits to ``metrics``; PerfFailure naming every op past one."""
+    failures = []
+    for op, row in metrics.items():
+        factor = C_FWD if op == "fwd" else C_BWD
+        row["ratio_to_bound"] = row["time_ms"] / row["bound_ms"]
+        row["limit_to_bound"] = factor
+        if not row["ratio_to_bound"] <= factor:
+            failures.append(f"{op}: {row['time_ms']:.4f} ms = {row['ratio_to_bound']:.1f}x the bound "
+                            f"{row['bound_ms']:.4f} ms > {factor:g}x")
+        if "peer_ms" in row:
+            row["ratio_to_peer"] = row["time_ms"] / row["peer_ms"]
+            if not row["ratio_to_peer"] <= PEER_RATIO:
+                failures.append(f"{op}: {row['time_ms']:.4f} ms = {row['ratio_to_peer']:.2f}x fla-core's "
+                                f"{row['peer_ms']:.4f} ms > {PEER_RATIO:g}x")
+    if failures:
+        raise PerfFailure("; ".join(failures))
+    return metrics

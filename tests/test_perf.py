@@ -1,0 +1,73 @@
+"""The performance property's arithmetic (wy_ascend/testing/perf.py) on the CPU: the bytes an op
+must move, and the verdict on given times. The timing itself runs on a device (``nox -s fuzz --
+--profile perf --backend cuda``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from wy_ascend.testing import perf
+from wy_ascend.testing.case import Case
+
+
+def test_compulsory_bytes_count_every_input_once_and_every_output_once() -> None:
+    inputs = Case(B=2, T=40, H=2, HV=4, K=24, V=20, BT=16, dtype="bfloat16", use_g=True).build_inputs()
+    B, T, H, HV, K, V, BT = 2, 40, 2, 4, 24, 20, 16
+    fwd_out = {"w": torch.empty(B, T, HV, K, dtype=torch.bfloat16), "u": torch.empty(B, T, HV, V, dtype=torch.bfloat16)}
+    reads = 2 * B * T * (H * K + HV * V + HV + HV * BT + HV)  # k, v, beta, A, g in bf16
+    assert perf.compulsory_bytes(inputs, fwd_out, "fwd") == reads + 2 * B * T * HV * (K + V)
+    bwd_out = {"dk": torch.empty(B, T, H, K, dtype=torch.bfloat16), "dv": torch.empty(B, T, HV, V, dtype=torch.bfloat16),
+               "dbeta": torch.empty(B, T, HV, dtype=torch.bfloat16), "dg": torch.empty(B, T, HV, dtype=torch.bfloat16)}
+    bwd_reads = reads + 2 * B * T * HV * (K + V)  # + dw, du
+    assert perf.compulsory_bytes(inputs, bwd_out, "bwd") == bwd_reads + 2 * B * T * (H * K + HV * V + 2 * HV)
+
+
+def _row(time_ms: float, bound_ms: float, peer_ms: float | None = None) -> dict[str, float]:
+    row = {"time_ms": time_ms, "bytes": 1e6, "bound_ms": bound_ms}
+    return row if peer_ms is None else {**row, "peer_ms": peer_ms}
+
+
+def test_times_within_the_factors_pass_with_their_ratios() -> None:
+    metrics = perf.compare({"fwd": _row(3.9, 1.0, 3.0), "bwd": _row(7.9, 1.0)})
+    assert metrics["fwd"]["ratio_to_bound"] == pytest.approx(3.9) and metrics["fwd"]["limit_to_bound"] == perf.C_FWD
+    assert metrics["fwd"]["ratio_to_peer"] == pytest.approx(1.3)
+    assert "ratio_to_peer" not in metrics["bwd"]
+
+
+@pytest.mark.parametrize("rows, words", [
+    ({"fwd": _row(4.1, 1.0), "bwd": _row(1.0, 1.0)}, ["fwd", "4.1x the bound"]),
+    ({"fwd": _row(1.0, 1.0), "bwd": _row(8.5, 1.0)}, ["bwd", "8.5x the bound"]),
+    ({"fwd": _row(1.0, 1.0, 0.5), "bwd": _row(1.0, 1.0, 1.0)}, ["fwd", "2.00x fla-core"]),
+    ({"fwd": _row(100.0, 1.0, 1.0), "bwd": _row(230.0, 1.0, 1.0)}, ["fwd", "bwd", "100.0x", "230.0x"]),  # a cliff
+])
+def test_a_time_past_either_limit_fails_naming_the_op_and_the_limit(rows, words) -> None:
+    with pytest.raises(perf.PerfFailure) as info:
+        perf.compare(rows)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_the_property_refuses_the_cpu_backend() -> None:
+    from wy_ascend.testing.properties import PropertyFailure, run_property
+
+    with pytest.raises(PropertyFailure, match="device backend"):
+        run_property("perf", Case(T=16, dtype="bfloat16", backend="cpu"))
+
+
+def test_perf_cases_cover_the_grid_and_shrink_to_the_smallest_shape() -> None:
+    import sys
+    from pathlib import Path
+
+    from hypothesis import find, settings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fuzz.strategies import PERF_DIMS, PERF_MAX_ROWS, perf_cases
+
+    quiet = settings(database=None, max_examples=500)
+    smallest = find(perf_cases("cuda"), lambda c: True, settings=quiet)
+    assert (smallest.K, smallest.V, smallest.H, smallest.HV, smallest.B, smallest.T) == (16, 16, 1, 1, 1, 1024)
+    for dim in PERF_DIMS:
+        wide = find(perf_cases("cuda"), lambda c, d=dim: c.K == d and c.V != d and c.HV == 4 * c.H and c.cu_seqlens,
+                    settings=quiet)
+        assert wide.B * wide.T * wide.HV <= PERF_MAX_ROWS and wide.dtype == "bfloat16" and wide.use_g
