@@ -4,7 +4,7 @@
 profile    runs on     what it does
 =========  ==========  ===========================================================================
 ci         CPU         derandomized (the same examples every run, no database), a fixed budget
-                       that finishes in about 4 minutes on a 2-core machine (2 xdist workers).
+                       that finishes in about 2 min 45 s on an idle 2-core machine (2 xdist workers).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
                        HV up to 32, one case in eight an accelerator-sized one (see ``large``).
@@ -92,8 +92,9 @@ class Profile:
 
 
 # Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers): the whole
-# suite takes ~4.5 min of CPU time, so ~3 min of wall time on an idle machine and up to ~8 min on
-# one shared with other jobs (fuzz-report.json's cpu_seconds per property tells which to trim).
+# suite takes ~4.5 min of CPU time, so about 2 min 45 s of wall time on an idle machine (163 s,
+# `python -m pytest fuzz/ --profile ci -n 2`) and longer on one shared with other jobs
+# (fuzz-report.json's cpu_seconds per property tells which to trim).
 CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "varlen_split": 30, "grouped_heads": 30,
                "plan_coverage": 1000, "bad_input": 250}
 NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
@@ -106,7 +107,7 @@ LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, split_seqs
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("ci", "CPU CI: derandomized, fixed budget (~4 min on 2 cores)", CI_EXAMPLES, derandomize=True),
+        Profile("ci", "CPU CI: derandomized, fixed budget (~2 min 45 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items()}, NIGHTLY_SIZES,
                 kind="mixed", accelerator=True),
