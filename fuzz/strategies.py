@@ -12,7 +12,10 @@ drawn under a chunk budget derived from the heads, dims and tiles drawn before i
 CPU profiles' examples stay well under a second.
 
 The backend is never drawn: it comes from the run configuration and decides which chunk
-sizes and UB sizes are plannable (``properties.supported``).
+sizes and UB sizes are plannable, by the UB model (``properties.supported``), not by asking the
+planner: a planner that wrongly refuses a problem then fails the property, instead of narrowing
+what is drawn. Plan cases also draw the device (``backends.DEVICES``) and chunk sizes the
+model says do not fit it (plan_coverage then checks that the planner refuses them).
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from wy_ascend.backends import BACKENDS
+from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
-from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, Case
+from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
 from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import SUPPORTED_BT
 
@@ -244,6 +247,34 @@ def layouts(
     return {"B": B, "T": draw(seq_length(BT, cap))}
 
 
+# ----------------------------------------------------------------------------- arguments
+
+
+@st.composite
+def memory_layout(draw: st.DrawFn, ndim: int) -> str:
+    """A memory layout (case.MEMORY_LAYOUTS) of an argument of rank ``ndim``; "offset" first."""
+    kind = draw(st.sampled_from(MEMORY_LAYOUTS if ndim > 1 else MEMORY_LAYOUTS[:-1]))
+    if kind == "offset":
+        return kind
+    return f"{kind}:{draw(st.integers(0, ndim - (2 if kind == 'transposed' else 1)))}"
+
+
+@st.composite
+def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool) -> dict[str, Any]:
+    """Case fields of the optional arguments and memory layouts: ``chunk_indices`` (varlen only)
+    and ``memory``: with ``memory`` a layout for some of every argument passed (at least one),
+    else only for chunk_indices when they are passed. Shrinks toward contiguous, none passed."""
+    chunk_indices = varlen and draw(st.booleans())
+    absent = {"g": not use_g, "cu_seqlens": not varlen, "chunk_indices": not chunk_indices}
+    names = [n for n in MEMORY_ARGS if not absent.get(n)] if memory else ["chunk_indices"] * chunk_indices
+    layouts = {n: memory_layout(MEMORY_ARGS[n]) for n in names}
+    chosen = dict(draw(st.fixed_dictionaries({}, optional=layouts)))
+    if memory and not chosen:
+        name = draw(st.sampled_from(names))
+        chosen[name] = draw(layouts[name])
+    return {"chunk_indices": chunk_indices, "memory": chosen}
+
+
 # ----------------------------------------------------------------------------- cases
 
 
@@ -262,9 +293,11 @@ def cases(
     varlen: bool | None = None,
     grouped: bool = False,
     partition_knobs: bool = False,
+    memory: bool = False,
 ) -> Case:
     """A valid, plannable case on ``backend``. ``varlen``: True/False forces a packed/fixed batch;
-    ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches."""
+    ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches;
+    ``memory``: arguments in memory layouts other than contiguous (``arguments``)."""
     H, HV = draw(heads(sizes, grouped))
     K, V = draw(dims(sizes)), draw(dims(sizes))
     BT = draw(chunk_sizes(backend))
@@ -272,12 +305,11 @@ def cases(
     use_g = draw(st.booleans())
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
+    args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
-    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout)
-    assume(supported(case))
-    return case
+    return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, **layout, **args)
 
 
 @functools.cache
@@ -286,13 +318,15 @@ def corruptions_adding_cu_seqlens() -> frozenset[str]:
     to a tiny fixed batch of two): paired with B == 1 only, since cu_seqlens with B > 1 is a
     second defect that validation rightly reports first."""
     inputs = Case(B=2, T=4).build_inputs()
-    return frozenset(name for name, corrupt in CORRUPTIONS.items() if corrupt(inputs)[0].get("cu_seqlens") is not None)
+    return frozenset(name for name, corrupt in CORRUPTIONS.items()
+                     if corrupt(inputs, 0)[0].get("cu_seqlens") is not None)
 
 
 @st.composite
 def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
-    """A small valid case plus one ``corruption`` from properties.CORRUPTIONS (inputs are built,
-    no kernel runs)."""
+    """A small valid case plus one ``corruption`` from properties.CORRUPTIONS at a drawn position
+    (``corrupt_at``: e.g. which pair of cu_seqlens decreases). Inputs are built, no kernel runs;
+    the case's own optional arguments and layouts are dropped (the corruption sets the arguments)."""
     corruption = draw(st.sampled_from(tuple(CORRUPTIONS)))
     small = sizes.scaled(max_tokens=min(sizes.max_tokens, 128), max_tasks=min(sizes.max_tasks, 16),
                          max_seqs=min(sizes.max_seqs, 8))
@@ -300,7 +334,7 @@ def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "c
         small = small.scaled(max_batch=1)
     case = draw(cases(small, backend))
     assume(case.T >= 1)  # with no tokens some corruptions change nothing (v[:, :-1] of an empty v)
-    return case.replace(corruption=corruption)
+    return case.replace(corruption=corruption, corrupt_at=draw(st.integers(0, 2**16)), chunk_indices=False, memory={})
 
 
 @st.composite
@@ -312,8 +346,10 @@ def large_cases(
     varlen: bool | None = None,
     grouped: bool = False,
     partition_knobs: bool = False,
+    memory: bool = False,
 ) -> Case:
-    """An accelerator-sized case within ``sizes.large_bytes`` of host memory, one of LARGE_KINDS:
+    """An accelerator-sized case within ``sizes.large_bytes`` of host memory, one of LARGE_KINDS
+    (flags as for ``cases``):
 
     * ``long_grid``: a fixed batch with NT * B * HV > 65535 tasks (T not a multiple of BT),
     * ``wide_heads``: B * HV > 65535 batch-heads (one launch axis past the CUDA y limit),
@@ -346,12 +382,11 @@ def large_cases(
         total = draw(st.integers(max(1, max_tokens // 4), max(1, max_tokens)))
         n = draw(st.integers(min(100, sizes.max_seqs), max(min(100, sizes.max_seqs), sizes.max_seqs)))
         layout = {"cu_seqlens": _long_varlen_cu(random.Random(draw(st.integers(0, 2**32 - 1))), total, n, BT)}
+    args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
-    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout)
-    assume(supported(case))
-    return case
+    return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, **layout, **args)
 
 
 def _long_varlen_cu(rng: random.Random, total: int, n: int, BT: int) -> tuple[int, ...]:
@@ -400,7 +435,9 @@ def beyond_limit_plan_cases(draw: st.DrawFn, backend: str = "cpu") -> Case:
 @st.composite
 def plan_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
     """Cases for plan_coverage, which builds no tensors: up to ``plan_tasks`` tasks, and one
-    draw in twenty a task rectangle past the 65535-block limit (``beyond_limit_plan_cases``).
+    draw in twenty a task rectangle past the 65535-block limit (``beyond_limit_plan_cases``),
+    planned for a drawn device (``backends.DEVICES``; None first: the backend's own spec). The
+    chunk size is the backend's, so a device with a smaller UB gets some it cannot plan.
 
     check_plan_coverage plans ``len(case.chunk_bounds())`` chunks (every batch's) by B * HV,
     so a fixed batch costs it B times its tasks: B stays small here."""
@@ -408,8 +445,10 @@ def plan_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") 
         plan_sizes = sizes.scaled(max_tasks=sizes.plan_tasks, max_tokens=sizes.plan_tasks * 8,
                                   max_seqs=max(sizes.max_seqs, 64), max_batch=min(sizes.max_batch, 4),
                                   max_value_heads=max(sizes.max_value_heads, 32))
-        return draw(cases(plan_sizes, backend))
-    return draw(beyond_limit_plan_cases(backend))
+        case = draw(cases(plan_sizes, backend))
+    else:
+        case = draw(beyond_limit_plan_cases(backend))
+    return case.replace(device=draw(st.sampled_from((None, *DEVICES))))
 
 
 # "mixed" draws one accelerator-sized case in this many: each costs seconds (float64 inputs, the

@@ -79,6 +79,13 @@ def test_launch_invariance(case: Case) -> None:
     check("launch_invariance", case)
 
 
+@PROFILE.settings_for("memory_layout")
+# A quarter of the task budget: a stride ignored shows on any size, and each case runs twice.
+@given(case=_cases(SIZES.scaled(max_tasks=max(1, SIZES.max_tasks // 4)), memory=True))
+def test_memory_layout(case: Case) -> None:
+    check("memory_layout", case)
+
+
 @PROFILE.settings_for("varlen_split")
 @given(case=_cases(SIZES.scaled(max_seqs=SIZES.split_seqs), varlen=True))
 def test_varlen_split(case: Case) -> None:

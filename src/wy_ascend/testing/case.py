@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..backends import LaunchConfig
+from ..backends import DEVICES, LaunchConfig
+from ..layout import prepare_chunk_indices
 from ..reference import build_A
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -34,6 +35,53 @@ DISTRIBUTIONS = (
 # Launch knobs, then the kernel-variant knobs (backends.LaunchConfig says what each does).
 LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "gate_head_major",
                 "emulate")
+
+
+# The op arguments a case may lay out in memory otherwise than contiguously, with their ranks.
+MEMORY_ARGS = {"k": 4, "v": 4, "beta": 3, "A": 4, "g": 3, "dw": 4, "du": 4, "cu_seqlens": 1, "chunk_indices": 2}
+# Memory layouts of one argument (``Case.memory``), each a view with the argument's values:
+#   "offset"        contiguous at a storage offset of one element
+#   "strided:d"     every other element of dim d (the stride of d doubled)
+#   "sliced:d"      a slice of dim d, one element in from both ends of a larger tensor
+#   "transposed:d"  dims d and the last swapped in storage (a transposed tensor transposed back)
+MEMORY_LAYOUTS = ("offset", "strided", "sliced", "transposed")
+
+
+def _parse_layout(name: str, layout: str) -> tuple[str, int]:
+    """(kind, dim) of a memory layout of argument ``name``; ValueError naming both if invalid."""
+    kind, _, dim = layout.partition(":")
+    ndim = MEMORY_ARGS.get(name)
+    if ndim is None:
+        raise ValueError(f"memory layouts are for the arguments {sorted(MEMORY_ARGS)}, got {name!r}")
+    if kind == "offset" and not dim:
+        return kind, 0
+    last = ndim - 1 if kind == "transposed" else ndim
+    if kind not in MEMORY_LAYOUTS[1:] or not dim.isdigit() or int(dim) >= last:
+        raise ValueError(f"memory layout of {name} must be 'offset' or one of {MEMORY_LAYOUTS[1:]} ':d' with "
+                         f"d < {last}, got {layout!r}")
+    return kind, int(dim)
+
+
+def lay_out(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
+    """A view with ``x``'s shape and values in memory layout ``layout`` (MEMORY_LAYOUTS). The
+    storage around it holds NaN (integers: 0, an index in range) so a read past the view shows."""
+    kind, d = _parse_layout(name, layout)
+    fill = float("nan") if x.is_floating_point() else 0
+    if kind == "transposed":
+        return x.transpose(d, -1).contiguous().transpose(d, -1)
+    if kind == "offset":
+        return torch.full((x.numel() + 1,), fill, dtype=x.dtype, device=x.device)[1:].view(x.shape).copy_(x)
+    grown = list(x.shape)
+    grown[d] = 2 * grown[d] if kind == "strided" else grown[d] + 2
+    base = torch.full(grown, fill, dtype=x.dtype, device=x.device)
+    view = base[(slice(None),) * d + (slice(None, None, 2),)] if kind == "strided" else base.narrow(d, 1, x.shape[d])
+    return view.copy_(x)
+
+
+# Case fields added after regression files were first stored, with their defaults: ``to_dict``
+# leaves them out at the default, so a case that does not use them keeps the stored form and the
+# file name (store.case_hash) it had before they existed.
+LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None}
 
 
 class Inputs(NamedTuple):
@@ -69,6 +117,14 @@ class Case:
     backend: str | None = None
     # bad_input only: the name of the corruption applied to valid inputs (properties.CORRUPTIONS).
     corruption: str | None = None
+    # bad_input only: where the corruption lands (each corruption takes it modulo its positions).
+    corrupt_at: int = 0
+    # The caller passes the precomputed chunk_indices of cu_seqlens (varlen only).
+    chunk_indices: bool = False
+    # Memory layout of op arguments (MEMORY_ARGS name -> MEMORY_LAYOUTS entry); absent: contiguous.
+    memory: dict[str, str] = field(default_factory=dict)
+    # plan_coverage only: the device (backends.DEVICES) whose spec is planned; None: the backend's, 4 cores.
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
@@ -82,6 +138,15 @@ class Case:
         unknown = set(self.knobs) - set(LAUNCH_KNOBS)
         if unknown:
             raise ValueError(f"knobs must be among {LAUNCH_KNOBS}, got {sorted(unknown)}")
+        if self.chunk_indices and self.cu_seqlens is None:
+            raise ValueError("chunk_indices=True needs cu_seqlens (chunk_indices describe a varlen batch)")
+        for name, layout in self.memory.items():
+            _parse_layout(name, layout)
+        absent = {"g": not self.use_g, "cu_seqlens": self.cu_seqlens is None, "chunk_indices": not self.chunk_indices}
+        if any(absent.get(name) for name in self.memory):
+            raise ValueError(f"memory lays out an argument the case does not pass: {sorted(self.memory)}")
+        if self.device is not None and self.device not in DEVICES:
+            raise ValueError(f"device must be one of {sorted(DEVICES)} or None, got {self.device!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -101,8 +166,12 @@ class Case:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON data; those in LATER_FIELDS only where they differ from their default."""
         d = dataclasses.asdict(self)
         d["cu_seqlens"] = list(self.cu_seqlens) if self.cu_seqlens is not None else None
+        for name, default in LATER_FIELDS.items():
+            if d[name] == default:
+                del d[name]
         return d
 
     @classmethod
@@ -112,15 +181,28 @@ class Case:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown case fields {sorted(unknown)}; known: {sorted(names)}")
-        for name in ("B", "T", "H", "HV", "K", "V", "BT", "seed"):
+        for name in ("B", "T", "H", "HV", "K", "V", "BT", "seed", "corrupt_at"):
             if name in d and (not isinstance(d[name], int) or isinstance(d[name], bool)):
                 raise TypeError(f"case field {name!r} must be an int, got {d[name]!r}")
         if "knobs" in d and not isinstance(d["knobs"], dict):
             raise TypeError(f"case field 'knobs' must be an object, got {d['knobs']!r}")
+        memory = d.get("memory", {})
+        if not (isinstance(memory, dict) and all(isinstance(v, str) for v in memory.values())):
+            raise TypeError(f"case field 'memory' must be an object of strings, got {memory!r}")
+        if not isinstance(d.get("chunk_indices", False), bool):
+            raise TypeError(f"case field 'chunk_indices' must be a bool, got {d['chunk_indices']!r}")
         cu = d.get("cu_seqlens")
         if cu is not None and not (isinstance(cu, list) and all(isinstance(x, int) for x in cu)):
             raise TypeError(f"case field 'cu_seqlens' must be a list of ints or null, got {cu!r}")
         return cls(**{**d, "cu_seqlens": tuple(cu) if cu is not None else None})
+
+    def arguments(self, inputs: Inputs) -> dict[str, torch.Tensor | None]:
+        """The ops' tensor arguments for ``inputs`` (Inputs' names, plus ``chunk_indices`` when the
+        case passes them, computed from inputs.cu_seqlens), each in the case's memory layout."""
+        args: dict[str, torch.Tensor | None] = dict(inputs._asdict())
+        if self.chunk_indices and inputs.cu_seqlens is not None:
+            args["chunk_indices"] = prepare_chunk_indices(inputs.cu_seqlens, inputs.A.shape[-1])
+        return {n: lay_out(x, self.memory[n], n) if x is not None and n in self.memory else x for n, x in args.items()}
 
     def chunk_bounds(self) -> list[tuple[int, int, int]]:
         """(batch, first token, end token) of every chunk, in the flattened [B*T] token axis."""

@@ -33,10 +33,10 @@ from typing import Any, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, resolve_backend
+from ..backends import BACKENDS, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
-from ..planning import UB_SAFETY_MARGIN, UnsupportedProblemError, plan, program_tasks, ub_footprint
+from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, program_tasks
 from ..validation import SUPPORTED_BT
 from .case import Case, Inputs
 
@@ -70,17 +70,38 @@ def device_of(case: Case) -> torch.device:
     return torch.device(DEVICE_OF[backend_name(case)])
 
 
+# The UB model, restated here from the kernels' live fp32 buffers (kernels.py) on purpose: it
+# is what the planner is checked against, so it must not be the planner's own code. Per
+# kernel, (BT x BT matrices, BT x tile buffers) alive in one program; the forward holds A and
+# 4 tile buffers, the backward A, dA, k k^T, dL and 6 tile buffers.
+LIVE_FP32 = {"fwd": (1, 4), "bwd": (4, 6)}
+
+
+def ub_need(kernel: str, BT: int, tile: int) -> int:
+    """Bytes of unified buffer one program of ``kernel`` needs with chunk BT and a K/V tile width."""
+    mats, tiles = LIVE_FP32[kernel]
+    return 4 * (mats * BT * BT + tiles * BT * tile)
+
+
+def plannable(kernel: str, BT: int, ub_bytes: int | None) -> bool:
+    """Whether a plan of ``kernel`` exists: BT is supported and, with a UB, the narrowest tile
+    (MIN_TILE, what every dot needs) fits the capacity the planner may use (UB_SAFETY_MARGIN)."""
+    return BT in SUPPORTED_BT and (ub_bytes is None or ub_need(kernel, BT, MIN_TILE) <= ub_bytes * UB_SAFETY_MARGIN)
+
+
+def plan_spec(case: Case) -> DeviceSpec:
+    """The spec a case plans with: its device's (``Case.device``) or its backend's with 4 cores,
+    under the case's knobs (no device is queried)."""
+    if case.device is not None:
+        return device_spec(case.device, case.config())
+    return BACKENDS[backend_name(case)].spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
+
+
 def supported(case: Case) -> bool:
-    """Whether the case's backend can plan it (e.g. BT fits the UB model it was given)."""
-    if case.BT not in SUPPORTED_BT:
-        return False
-    try:
-        spec = BACKENDS[backend_name(case)].spec(torch.device("cpu"), case.config(num_cores=1))
-        for kernel in ("fwd", "bwd"):
-            plan(kernel, NT=1, BH=1, BT=case.BT, K=case.K, V=case.V, spec=spec)
-    except UnsupportedProblemError:
-        return False
-    return True
+    """Whether both kernels of the case can be planned, by the model (``plannable``), not by
+    asking the planner: a planner that wrongly refuses must fail a property, not narrow the draws."""
+    ub = plan_spec(case).ub_bytes
+    return all(plannable(kernel, case.BT, ub) for kernel in LIVE_FP32)
 
 
 def float64_device(device: torch.device) -> torch.device:
@@ -145,11 +166,13 @@ def rounding_sensitivity(inputs: Inputs, ref: dict[str, torch.Tensor | None], dt
 
 
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
-    """Forward and backward of the case on its backend; outputs by name."""
+    """Forward and backward of the case on its backend (arguments in the case's memory layouts,
+    with chunk_indices if it passes them: ``Case.arguments``); outputs by name."""
     backend, config = backend_name(case), case.config(**knob_overrides)
-    k, v, beta, A, g, dw, du, cu = inputs
-    w, u = recompute_w_u_fwd(k, v, beta, A, g, cu, backend=backend, config=config)
-    dk, dv, dbeta, dg = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend=backend, config=config)
+    args = case.arguments(inputs)
+    dw, du = args.pop("dw"), args.pop("du")
+    w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
+    dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
 
 
@@ -241,6 +264,18 @@ def check_launch_invariance(case: Case) -> Metrics:
     return _bitwise("results change with the launch knobs", got, base, FWD_NAMES + BWD_NAMES)
 
 
+def check_memory_layout(case: Case) -> Metrics:
+    """Arguments in the case's memory layouts (strided, sliced, offset or transposed-back views,
+    precomputed chunk_indices) give bit-identical results to the plain call: contiguous
+    tensors, no optional arguments."""
+    if not case.memory and not case.chunk_indices:
+        raise PropertyFailure("memory_layout needs a case with memory layouts or chunk_indices")
+    inputs = case.build_inputs(device_of(case))
+    plain = run_ops(case.replace(memory={}, chunk_indices=False), inputs)
+    return _bitwise("results change with the arguments' memory layout", run_ops(case, inputs), plain,
+                    FWD_NAMES + BWD_NAMES)
+
+
 def _slice_tokens(inputs: Inputs, a: int, b: int) -> Inputs:
     k, v, beta, A, g, dw, du, _ = inputs
     s = slice(a, b)
@@ -292,18 +327,29 @@ def check_grouped_heads(case: Case) -> Metrics:
 
 
 def check_plan_coverage(case: Case) -> Metrics:
-    """Every plan of the case covers each (chunk, head) task exactly once within the limits,
-    and its tiles fit the unified buffer the case gives (the UB model with its margin)."""
-    backend = BACKENDS[backend_name(case)]
-    spec = backend.spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
+    """On the case's device spec (``plan_spec``), the planner plans each kernel exactly when the
+    UB model says it fits (``plannable``); every plan covers each (chunk, head) task exactly once
+    within the limits, and its tiles fit the unified buffer (the model with its margin)."""
+    spec = plan_spec(case)
     # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by B * HV.
     NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
     BH = case.B * case.HV
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
-        p = plan(kernel, NT=NT, BH=BH, BT=case.BT, K=case.K, V=case.V, spec=spec)
+        fits = plannable(kernel, case.BT, spec.ub_bytes)
+        try:
+            p = plan(kernel, NT=NT, BH=BH, BT=case.BT, K=case.K, V=case.V, spec=spec)
+        except UnsupportedProblemError as e:
+            if fits:
+                raise PropertyFailure(f"{kernel}: the planner refuses BT={case.BT} on {spec.name} (UB "
+                                      f"{spec.ub_bytes}), which the UB model says fits: {e}") from e
+            metrics[kernel] = {"refused": True}
+            continue
+        if not fits:
+            raise PropertyFailure(f"{kernel}: the planner planned BT={case.BT} on {spec.name} although even "
+                                  f"{MIN_TILE}-wide tiles overflow its UB of {spec.ub_bytes} bytes")
         if spec.ub_bytes is not None:
-            footprint = ub_footprint(kernel, case.BT, max(p.BK, p.BV))
+            footprint = ub_need(kernel, case.BT, max(p.BK, p.BV))
             if footprint > spec.ub_bytes * UB_SAFETY_MARGIN:
                 raise PropertyFailure(
                     f"{kernel}: tiles BK={p.BK} BV={p.BV} need {footprint} bytes of UB > "
@@ -339,7 +385,9 @@ def check_plan_coverage(case: Case) -> Metrics:
     return metrics
 
 
-Corruption = Callable[[Inputs], tuple[dict[str, Any], type[Exception], str]]
+# A corruption maps valid inputs and a position (``Case.corrupt_at``, taken modulo the places
+# the corruption can land) to the op's arguments, the exception expected and a fragment of its message.
+Corruption = Callable[[Inputs, int], tuple[dict[str, Any], type[Exception], str]]
 
 
 def _kw(inputs: Inputs, **changes: Any) -> dict[str, Any]:
@@ -349,38 +397,38 @@ def _kw(inputs: Inputs, **changes: Any) -> dict[str, Any]:
 
 
 CORRUPTIONS: dict[str, Corruption] = {
-    "k_not_tensor": lambda x: (_kw(x, k=x.k.tolist()), TypeError, "k must be a torch.Tensor"),
-    "k_3d": lambda x: (_kw(x, k=x.k[0]), ValueError, "k must be 4-D"),
-    "v_wrong_T": lambda x: (_kw(x, v=x.v[:, :-1]), ValueError, "v must share"),
-    "hv_not_multiple": lambda x: (_kw(x, k=x.k.repeat(1, 1, x.v.shape[2] + 1, 1), v=x.v), ValueError, "multiple"),
-    "bt_not_power_of_2": lambda x: (_kw(x, A=torch.cat([x.A, x.A[..., :8]], -1)), ValueError, "BT"),
-    "beta_wrong_shape": lambda x: (_kw(x, beta=x.beta[..., None]), ValueError, "beta"),
-    "g_wrong_shape": lambda x: (_kw(x, g=x.beta[:, :, :1].expand(-1, -1, 2).contiguous()
+    "k_not_tensor": lambda x, at: (_kw(x, k=x.k.tolist()), TypeError, "k must be a torch.Tensor"),
+    "k_3d": lambda x, at: (_kw(x, k=x.k[0]), ValueError, "k must be 4-D"),
+    "v_wrong_T": lambda x, at: (_kw(x, v=x.v[:, :-1]), ValueError, "v must share"),
+    "hv_not_multiple": lambda x, at: (_kw(x, k=x.k.repeat(1, 1, x.v.shape[2] + 1, 1), v=x.v), ValueError, "multiple"),
+    "bt_not_power_of_2": lambda x, at: (_kw(x, A=torch.cat([x.A, x.A[..., :8]], -1)), ValueError, "BT"),
+    "beta_wrong_shape": lambda x, at: (_kw(x, beta=x.beta[..., None]), ValueError, "beta"),
+    "g_wrong_shape": lambda x, at: (_kw(x, g=x.beta[:, :, :1].expand(-1, -1, 2).contiguous()
                                     if x.beta.shape[2] == 1 else x.beta[:, :, :1]), ValueError, "g must have shape"),
-    "A_wrong_dtype": lambda x: (_kw(x, A=x.A.to(torch.float64)), TypeError, "A must have the dtype"),
-    "k_int_dtype": lambda x: (_kw(x, k=x.k.to(torch.int32)), TypeError, "k must have dtype"),
-    "dw_wrong_shape": lambda x: (_kw(x, dw=x.dw[..., :-1]), ValueError, "dw must have shape"),
-    "cu_not_starting_at_0": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(0, 1))), ValueError,
-                                       "cu_seqlens must start at 0"),
-    "cu_decreasing": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.insert(1, c[-1] + 1))), ValueError,
-                                "cu_seqlens must be non-decreasing"),
-    "cu_not_ending_at_T": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(-1, c[-1] + 1))), ValueError,
+    "A_wrong_dtype": lambda x, at: (_kw(x, A=x.A.to(torch.float64)), TypeError, "A must have the dtype"),
+    "k_int_dtype": lambda x, at: (_kw(x, k=x.k.to(torch.int32)), TypeError, "k must have dtype"),
+    "dw_wrong_shape": lambda x, at: (_kw(x, dw=x.dw[..., :-1]), ValueError, "dw must have shape"),
+    # A first entry of 1, -1, 2, -2, 3 or -3 (by position).
+    "cu_not_starting_at_0": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(
+        0, (1 + at // 2 % 3) * (-1) ** at))), ValueError, "cu_seqlens must start at 0"),
+    "cu_decreasing": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: _decrease_pair(c, at))), ValueError,
+                                    "cu_seqlens must be non-decreasing"),
+    "cu_not_ending_at_T": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(-1, c[-1] + 1))), ValueError,
                                      "cu_seqlens must end at T"),
-    "cu_float": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x).float()), TypeError, "cu_seqlens must have"),
-    "cu_2d": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x)[None]), ValueError,
+    "cu_float": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x).float()), TypeError, "cu_seqlens must have"),
+    "cu_2d": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x)[None]), ValueError,
                         "cu_seqlens must be 1-D"),
-    "cu_with_batch_2": lambda x: (_kw(x, k=torch.cat([x.k, x.k]), v=torch.cat([x.v, x.v]),
+    "cu_with_batch_2": lambda x, at: (_kw(x, k=torch.cat([x.k, x.k]), v=torch.cat([x.v, x.v]),
                                       beta=torch.cat([x.beta, x.beta]), A=torch.cat([x.A, x.A]),
                                       g=torch.cat([x.g, x.g]) if x.g is not None else None,
                                       dw=torch.cat([x.dw, x.dw]), du=torch.cat([x.du, x.du]),
                                       cu_seqlens=_cu_tensor(x)),
                                   ValueError, "B == 1"),
-    "chunk_indices_wrong": lambda x: (_kw(x, cu_seqlens=_cu_tensor(x), chunk_indices=torch.cat([
-        prepare_chunk_indices(_cu_tensor(x), x.A.shape[-1]),
-        torch.tensor([[0, 10**6]], device=x.k.device)])), ValueError, "chunk_indices must equal"),
-    "beta_other_device": lambda x: (_kw(x, beta=x.beta.to("meta" if x.k.device.type == "cpu" else "cpu")),
+    "chunk_indices_wrong": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x), chunk_indices=_wrong_chunk_indices(x, at)),
+                                          ValueError, "chunk_indices must equal"),
+    "beta_other_device": lambda x, at: (_kw(x, beta=x.beta.to("meta" if x.k.device.type == "cpu" else "cpu")),
                                     ValueError, "beta must be on k's device"),
-    "chunk_indices_without_cu": lambda x: (_kw(x, cu_seqlens=None, chunk_indices=torch.zeros(1, 2, dtype=torch.int64)),
+    "chunk_indices_without_cu": lambda x, at: (_kw(x, cu_seqlens=None, chunk_indices=torch.zeros(1, 2, dtype=torch.int64)),
                                            ValueError, "chunk_indices was given without cu_seqlens"),
 }
 
@@ -400,13 +448,30 @@ def _cu_tensor(inputs: Inputs, edit: Callable[[list[int]], None] = lambda c: Non
     return torch.tensor(_cu(inputs, edit), device=inputs.k.device)
 
 
+def _decrease_pair(cu: list[int], at: int) -> None:
+    """Make pair ``at`` (mod the pairs) of ``cu`` decrease: cu[i + 1] = cu[i] - 1 (i = 0: a negative
+    first length; the last pair: an end below its start)."""
+    i = at % (len(cu) - 1)
+    cu[i + 1] = cu[i] - 1
+
+
+def _wrong_chunk_indices(inputs: Inputs, at: int) -> torch.Tensor:
+    """The chunk_indices of the inputs' cu_seqlens with entry ``at`` (mod their count, row-major)
+    one too large, or an extra row when there are none."""
+    ci = prepare_chunk_indices(_cu_tensor(inputs), inputs.A.shape[-1])
+    if ci.numel() == 0:
+        return torch.tensor([[0, 0]], device=ci.device)
+    ci.view(-1)[at % ci.numel()] += 1
+    return ci
+
+
 def check_bad_input(case: Case) -> Metrics:
     """A corrupted input raises the expected TypeError/ValueError naming the argument,
     from both ops, before any kernel runs; never another exception or a result."""
     if case.corruption not in CORRUPTIONS:
         raise PropertyFailure(f"bad_input needs corruption in {sorted(CORRUPTIONS)}, got {case.corruption!r}")
     inputs = case.build_inputs(device_of(case))
-    kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs)
+    kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs, case.corrupt_at)
     backend, config = backend_name(case), case.config()
     calls = {
         "recompute_w_u_fwd": lambda: recompute_w_u_fwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
@@ -452,6 +517,7 @@ def check_perf(case: Case) -> Metrics:
 PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "oracle": check_oracle,
     "launch_invariance": check_launch_invariance,
+    "memory_layout": check_memory_layout,
     "varlen_split": check_varlen_split,
     "grouped_heads": check_grouped_heads,
     "plan_coverage": check_plan_coverage,

@@ -1,0 +1,215 @@
+"""Each place where the fuzz suite was blind by construction (issue 11) has a test here that fails
+if it reopens: memory layouts, caller-supplied optional arguments, plannability decided by the
+planner under test, one device spec, fixed corruption positions."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+try:
+    import fuzz  # noqa: F401  (importable when pytest runs from the repository root via python -m)
+except ImportError:  # plain `pytest tests/`: put the repository root on the path for the fuzz package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fuzz.strategies import bad_input_cases, cases, chunk_sizes, plan_cases
+from wy_ascend import validation
+from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
+from wy_ascend.planning import UnsupportedProblemError
+from wy_ascend.planning import plan as real_plan
+from wy_ascend.testing import properties
+from wy_ascend.testing.case import MEMORY_ARGS, Case, lay_out
+from wy_ascend.testing.properties import (
+    CORRUPTIONS,
+    PropertyFailure,
+    check_bad_input,
+    check_memory_layout,
+    check_oracle,
+    check_plan_coverage,
+    check_varlen_split,
+)
+
+QUIET = settings(database=None, derandomize=True, deadline=None, phases=[Phase.generate],
+                 suppress_health_check=list(HealthCheck))
+# Every argument passed: a gate, two sequences (2 chunks of BT=16), precomputed chunk_indices.
+FULL = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, use_g=True, chunk_indices=True)
+
+
+def draw_many(strategy: st.SearchStrategy, n: int) -> list:
+    out: list = []
+
+    @settings(QUIET, max_examples=n)
+    @given(strategy)
+    def collect(x: object) -> None:
+        out.append(x)
+
+    collect()
+    return out
+
+
+# ----------------------------------------------------------------------------- memory layout
+
+
+def spread(name: str) -> str:
+    """A layout of ``name`` that moves its elements: every other element of a dim longer than one."""
+    return "strided:0" if MEMORY_ARGS[name] <= 2 else "strided:1"
+
+
+def test_layouts_keep_the_values_and_change_the_memory() -> None:
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5)
+    for layout in ("offset", "strided:0", "strided:3", "sliced:1", "sliced:3", "transposed:0", "transposed:2"):
+        y = lay_out(x, layout, "k")
+        assert torch.equal(y, x) and y.shape == x.shape, layout
+        assert (y.stride(), y.storage_offset()) != (x.stride(), 0), layout
+    assert lay_out(x, "offset", "k").is_contiguous()
+    for bad in ("strided", "sliced:4", "transposed:3", "offset:1", "reversed:0"):
+        with pytest.raises(ValueError, match="memory layout of k"):
+            lay_out(x, bad, "k")
+    with pytest.raises(ValueError, match="does not pass"):
+        Case(memory={"g": "offset"})  # no gate
+    with pytest.raises(ValueError, match="needs cu_seqlens"):
+        Case(chunk_indices=True)
+
+
+def test_every_argument_in_a_moved_layout_gives_the_contiguous_bits() -> None:
+    check_memory_layout(FULL.replace(memory={name: spread(name) for name in MEMORY_ARGS}))
+
+
+def _reads_storage_as_contiguous(op: Any, name: str) -> Any:
+    """``op`` with argument ``name`` read as if it were contiguous from its first element: what a
+    kernel that assumes the strides does once the op no longer makes the argument contiguous."""
+
+    def mutant(*args: Any, **kwargs: Any) -> Any:
+        x = kwargs.get(name)
+        if x is not None:
+            kwargs[name] = x.as_strided(x.shape, torch.empty(x.shape).stride(), x.storage_offset())
+        return op(*args, **kwargs)
+
+    return mutant
+
+
+@pytest.mark.parametrize("name", list(MEMORY_ARGS))
+def test_memory_layout_fails_when_an_argument_is_read_ignoring_its_strides(name: str, monkeypatch) -> None:
+    for op in ("recompute_w_u_fwd", "prepare_wy_repr_bwd"):
+        if name not in ("dw", "du") or op == "prepare_wy_repr_bwd":
+            monkeypatch.setattr(properties, op, _reads_storage_as_contiguous(getattr(properties, op), name))
+    # Wrong numbers (PropertyFailure), or indices that validation rejects (ValueError).
+    with pytest.raises((PropertyFailure, ValueError)):
+        check_memory_layout(FULL.replace(memory={name: spread(name)}))
+
+
+def test_memory_layouts_are_drawn_for_every_argument() -> None:
+    drawn = draw_many(cases(memory=True), 300)
+    assert all(c.memory for c in drawn)
+    layouts = Counter((name, layout.split(":")[0]) for c in drawn for name, layout in c.memory.items())
+    for name in MEMORY_ARGS:
+        for kind in ("offset", "strided", "sliced", "transposed") if MEMORY_ARGS[name] > 1 else ("offset", "strided"):
+            assert layouts[name, kind] >= 1, (name, kind, layouts)
+
+
+# ----------------------------------------------------------------------------- optional arguments
+
+
+def test_caller_chunk_indices_in_any_layout_are_checked_for_their_results() -> None:
+    for layout in ("transposed:0", "strided:0", "sliced:1", "offset"):
+        case = FULL.replace(memory={"chunk_indices": layout})
+        check_oracle(case)
+        check_varlen_split(case)
+
+
+def test_the_oracle_fails_when_caller_chunk_indices_reach_the_kernel_in_their_layout(monkeypatch) -> None:
+    monkeypatch.setattr(validation, "_check_chunk_indices", lambda ci, expected, BT, device: ci.to(torch.int64))
+    with pytest.raises(PropertyFailure, match="float64 oracle"):
+        check_oracle(FULL.replace(memory={"chunk_indices": "transposed:0"}))
+
+
+def test_chunk_indices_are_drawn_for_varlen_cases() -> None:
+    drawn = draw_many(cases(varlen=True), 100)
+    passed = [c for c in drawn if c.chunk_indices]
+    assert 20 <= len(passed) <= 80
+    assert any(c.memory.get("chunk_indices", "").startswith("transposed") for c in passed)
+    assert not any(c.chunk_indices for c in draw_many(cases(varlen=False), 50))
+
+
+# ----------------------------------------------------------------------------- what is plannable
+
+
+def test_strategies_do_not_ask_the_planner_and_a_wrong_refusal_fails(monkeypatch) -> None:
+    def refuses_64(kernel: str, **kw: Any) -> Any:
+        if kw["BT"] == 64:
+            raise UnsupportedProblemError("planted: BT=64 refused")
+        return real_plan(kernel, **kw)
+
+    monkeypatch.setattr(properties, "plan", refuses_64)
+    assert 64 in draw_many(chunk_sizes("cpu"), 50)  # still drawn
+    with pytest.raises(PropertyFailure, match="refuses BT=64"):
+        check_plan_coverage(Case(T=100, BT=64))
+
+
+def test_a_planner_that_plans_what_does_not_fit_fails(monkeypatch) -> None:
+    def ignores_ub(kernel: str, **kw: Any) -> Any:
+        return real_plan(kernel, **{**kw, "spec": dataclasses.replace(kw["spec"], ub_bytes=None)})
+
+    case = Case(T=300, BT=128, device="npu-910B2-A2")  # the backward's 4 BT x BT matrices alone need 256 KiB
+    assert check_plan_coverage(case)["bwd"] == {"refused": True}
+    monkeypatch.setattr(properties, "plan", ignores_ub)
+    with pytest.raises(PropertyFailure, match="bwd: the planner planned BT=128"):
+        check_plan_coverage(case)
+
+
+# ----------------------------------------------------------------------------- device specs
+
+
+def test_device_specs_carry_each_devices_limits() -> None:
+    specs = {name: device_spec(name, LaunchConfig()) for name in DEVICES}
+    assert {specs[n].num_cores for n in ("npu-910B3-A2", "npu-910B2-A2", "npu-910_93-A3")} == {20, 24}
+    assert all(specs[n].ub_bytes == 192 * 1024 and specs[n].max_blocks == 65535 for n in specs if n.startswith("npu-9"))
+    assert specs["cuda-H200"].max_grid == CUDA_MAX_GRID == (2**31 - 1, 65535)
+    assert (specs["cuda-H200"].mode, specs["cuda-H200"].num_cores, specs["cuda-H200"].max_blocks) == ("grid", 132, None)
+    knobs = device_spec("npu-910_93-A3", LaunchConfig(num_cores=7, ub_bytes=48 * 1024))
+    assert (knobs.num_cores, knobs.ub_bytes) == (7, 48 * 1024)  # the user's knobs over the device's own
+
+
+def test_plan_cases_cover_every_device_and_cases_it_cannot_plan() -> None:
+    drawn = draw_many(plan_cases(), 300)
+    assert set(DEVICES) <= {c.device for c in drawn}
+    refused = [c for c in drawn if not properties.supported(c)]
+    assert refused and all(c.device is not None and c.device.startswith("npu") for c in refused)
+    for c in refused[:3]:
+        assert "refused" in str(check_plan_coverage(c))
+
+
+def test_cuda_plans_split_the_batch_head_axis_at_65535() -> None:
+    metrics = check_plan_coverage(Case(T=1, H=1, HV=65536 + 5, device="cuda-H200"))
+    assert metrics["fwd"]["launches"] == 2
+
+
+# ----------------------------------------------------------------------------- corruption positions
+
+
+def test_the_decreasing_pair_lands_anywhere_in_cu_seqlens() -> None:
+    x = Case(cu_seqlens=(0, 3, 3, 9, 20)).build_inputs()
+    for at in range(4):
+        cu = CORRUPTIONS["cu_decreasing"](x, at)[0]["cu_seqlens"].tolist()
+        assert [i for i in range(4) if cu[i + 1] < cu[i]] == [at], cu
+    assert CORRUPTIONS["cu_decreasing"](x, 0)[0]["cu_seqlens"].tolist()[1] < 0  # a negative first length
+    starts = {CORRUPTIONS["cu_not_starting_at_0"](x, at)[0]["cu_seqlens"][0].item() for at in range(6)}
+    assert starts == {1, -1, 2, -2, 3, -3}
+    for name in ("cu_decreasing", "cu_not_starting_at_0", "chunk_indices_wrong"):
+        for at in range(6):
+            check_bad_input(Case(cu_seqlens=(0, 3, 3, 9, 20), corruption=name, corrupt_at=at))
+
+
+def test_bad_input_cases_draw_the_position() -> None:
+    drawn = draw_many(bad_input_cases(), 300)
+    assert len({c.corrupt_at for c in drawn}) >= 50
+    pairs = Counter(c.corrupt_at % (len(c.cu_seqlens) - 1) for c in drawn if c.cu_seqlens is not None)
+    assert len(pairs) >= 3, pairs  # which pair of cu_seqlens varies (one-sequence batches have only pair 0)
