@@ -1,0 +1,180 @@
+"""fuzz/generated_mutants.py without running pytest: sites, sampling, the mutants it writes, the report.
+
+The mutants are built on the real src/wy_ascend (read once per module, so an edit made while the
+tests run cannot mix two versions); a few sites per file and operator keep this under a few seconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fuzz import generated_mutants as gm
+from fuzz import mutants as hand
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    return gm.read_sources(ROOT / "src" / "wy_ascend")
+
+
+@pytest.fixture(scope="module")
+def sites(sources: dict[str, str]) -> list[gm.Site]:
+    return gm.find_sites(sources)
+
+
+def _one_per_file_and_operator(sites: list[gm.Site]) -> list[gm.Site]:
+    groups: dict[tuple[str, str], list[gm.Site]] = defaultdict(list)
+    for s in sites:
+        groups[s.file, s.operator].append(s)
+    return [g[len(g) // 2] for g in groups.values()]  # the middle site of each: deterministic
+
+
+def _differences(a: ast.AST, b: ast.AST, path: tuple = ()) -> list[tuple]:
+    """Paths (field, index) of the outermost nodes where ``a`` and ``b`` differ."""
+    if type(a) is not type(b):
+        return [path]
+    out: list[tuple] = []
+    for name, va in ast.iter_fields(a):
+        vb = getattr(b, name)
+        if isinstance(va, list):
+            if len(va) != len(vb):
+                return [path]
+            for i, (x, y) in enumerate(zip(va, vb)):
+                if isinstance(x, ast.AST):
+                    out += _differences(x, y, (*path, (name, i)))
+                elif x != y:
+                    return [path]
+        elif isinstance(va, ast.AST):
+            out += _differences(va, vb, (*path, (name, -1)))
+        elif va != vb:
+            return [path]
+    return out
+
+
+def test_every_module_and_every_operator_has_sites(sites: list[gm.Site], sources: dict[str, str]) -> None:
+    assert {s.operator for s in sites} == set(gm.OPERATORS)
+    files = {s.file for s in sites}
+    assert {"kernels.py", "planning.py", "validation.py", "ops.py", "reference.py", "backends.py", "layout.py",
+            "testing/case.py"} <= files <= set(sources)
+
+
+def test_ids_are_unique_stable_and_name_the_node(sites: list[gm.Site], sources: dict[str, str]) -> None:
+    ids = [s.id for s in sites]
+    assert len(set(ids)) == len(ids)
+    assert [s.id for s in gm.find_sites(dict(sources))] == ids  # same source, same ids
+    for s in sites:
+        assert re.fullmatch(rf"{re.escape(s.file)}:{s.line}:{s.col}:{s.operator}(~\d+)?", s.id), s.id
+    tree = {f: ast.parse(text) for f, text in sources.items()}
+    for s in sites[::7]:
+        node = gm._resolve(tree[s.file], s.path)[1]
+        assert (node.lineno, node.col_offset) == (s.line, s.col), s.id  # type: ignore[attr-defined]
+
+
+def test_sampling_is_deterministic_stratified_and_seeded(sites: list[gm.Site]) -> None:
+    a = gm.sample(sites, 150, seed=3)
+    assert [s.id for s in a] == [s.id for s in gm.sample(list(sites), 150, seed=3)]
+    assert len(a) == 150 and len({s.id for s in a}) == 150
+    assert [s.id for s in a] != [s.id for s in gm.sample(sites, 150, seed=4)]
+    per_file = defaultdict(int)
+    for s in a:
+        per_file[s.file] += 1
+    assert set(per_file) == {s.file for s in sites}  # every module with sites gets mutants
+    assert min(per_file.values()) >= min(2, min(sum(1 for s in sites if s.file == f) for f in per_file))
+    uniform = gm.sample(sites, 150, seed=3, uniform=True)
+    assert len(uniform) == 150 and [s.id for s in uniform] == [s.id for s in gm.sample(sites, 150, 3, uniform=True)]
+    assert gm.sample(sites[:10], 150, seed=0) == sites[:10]
+
+
+def test_every_operator_compiles_and_changes_only_its_node(sites: list[gm.Site], sources: dict[str, str]) -> None:
+    mutants, broken = gm.build_mutants(sources, _one_per_file_and_operator(sites))
+    assert broken == []
+    assert {m.site.operator for m in mutants} == set(gm.OPERATORS)
+    original = {f: ast.parse(text) for f, text in sources.items()}
+    for m in mutants:
+        compile(m.mutated, m.site.file, "exec")
+        assert m.mutated != m.original and m.diff
+        diffs = _differences(original[m.site.file], ast.parse(m.mutated))
+        assert diffs, m.id
+        assert all(d[: len(m.site.path)] == m.site.path for d in diffs), (m.id, diffs, m.site.path)
+        # the text outside the changed lines is untouched: comments, formatting and line numbers
+        if m.site.operator not in ("swap_args", "cmp_swap", "drop_stmt", "drop_call"):
+            assert len(m.mutated.splitlines()) == len(m.original.splitlines()), m.id
+
+
+def test_what_is_never_mutated(tmp_path: Path) -> None:
+    source = '''"""Module docstring 7."""
+from __future__ import annotations
+
+__all__ = ["f", 8]
+
+
+def f(x: int = 1, y: Annotated[int, 9] = 2) -> Literal[10]:
+    """Docstring 11."""
+    z: Annotated[int, 12] = 3
+    if x < 4:
+        raise ValueError(f"x must be >= {x + 13}")
+    print(x + 14)
+    log.info("%d", x + 15)
+    g(x, y)
+    return x * 5
+'''
+    sites = gm.find_sites({"m.py": source})
+    literals = {s.description.split(" ->")[0] for s in sites if s.operator == "const_inc"}
+    assert literals == {"1", "2", "3", "4", "5"}  # none of 7..15: docstrings, __all__, annotations, messages, output
+    ops = sorted(s.operator for s in sites if s.operator not in ("const_inc", "const_dec"))
+    assert ops == ["binop", "cmp_flip", "cmp_swap", "drop_call", "drop_stmt", "drop_stmt", "swap_args"]
+    # drop_stmt: the annotated assignment and the raise; not the return (not in an if body)
+    mutants, broken = gm.build_mutants({"m.py": source}, sites)
+    assert not broken
+    by_op = {m.site.operator: m for m in mutants}
+    assert "    if x <= 4:\n" in by_op["cmp_flip"].mutated
+    assert "    if 4 < x:\n" in by_op["cmp_swap"].mutated
+    assert "    return x / 5\n" in by_op["binop"].mutated
+    assert "    g(y, x)\n" in by_op["swap_args"].mutated
+    assert "    pass\n    return x * 5\n" in by_op["drop_call"].mutated
+
+
+def test_negative_literals_bounds_and_augmented_assignments() -> None:
+    source = "def f(x, n):\n    x[0] += n\n    return x[1:n], range(n - 1)\n"
+    sites = gm.find_sites({"m.py": source})
+    mutants = {m.id: m for m in gm.build_mutants({"m.py": source}, sites)[0]}
+    assert mutants["m.py:2:6:const_dec"].mutated.splitlines()[1] == "    x[(-1)] += n"
+    assert mutants["m.py:2:4:binop"].mutated.splitlines()[1] == "    x[0] -= n"
+    assert mutants["m.py:3:15:bound_inc"].mutated.splitlines()[2] == "    return x[1:(n + 1)], range(n - 1)"
+    assert mutants["m.py:3:25:bound_dec"].mutated.splitlines()[2] == "    return x[1:n], range((n - 1 - 1))"
+
+
+def test_report_score_counts_timeouts_and_leaves_out_argued_equivalents() -> None:
+    def r(i: str, verdict: str) -> dict:
+        return {"id": i, "key": f"k{i}", "verdict": verdict}
+
+    results = {i: r(i, v) for i, v in [("a", "killed"), ("b", "killed"), ("c", "timeout"), ("d", "survived"),
+                                        ("e", "survived"), ("f", "invalid"), ("g", "error")]}
+    s = gm.summarize(results, [{"key": "ke", "reason": "same value"}], timeouts_kill=True)
+    assert (s["killed"], s["timeout"], s["survived"], s["invalid"], s["error"]) == (2, 1, 2, 1, 1)
+    assert s["score"] == pytest.approx(3 / 5) and s["score_non_equivalent"] == pytest.approx(3 / 4)
+    assert gm.summarize(results, [], timeouts_kill=False)["score"] == pytest.approx(2 / 4)
+
+
+def test_markdown_lists_every_survivor_with_its_diff(sources: dict[str, str], sites: list[gm.Site]) -> None:
+    mutants, _ = gm.build_mutants(sources, gm.sample(sites, 4, seed=0))
+    results = [gm._result(m, v, "fp", "sfp") for m, v in zip(mutants, ["killed", "survived", "timeout", "invalid"])]
+    doc = {"n": 4, "seed": 0, "summary": gm.summarize({r["id"]: r for r in results}, [], True), "results": results,
+           "fingerprint": "fp", "src_fingerprint": "sfp", "commands": ["python -m pytest tests/"], "timeout": 60.0,
+           "sites": len(sites), "sites_per_file": {}, "sites_per_operator": {}, "baseline": {"verdict": "survived"}}
+    text = gm.markdown(doc)
+    assert "## Survivors (1)" in text and f"`{mutants[1].id}`" in text and mutants[1].diff.splitlines()[3] in text
+    assert "## Timeouts (1)" in text and "## Invalid" in text and "Score: **66.7%**" in text
+
+
+def test_mutants_py_delegates_generated(capsys: pytest.CaptureFixture[str]) -> None:
+    assert hand.main(["--generated", "3", "--seed", "1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("generated mutants: ") and len(re.findall(r"^--- a/src/wy_ascend/", out, re.M)) == 3
