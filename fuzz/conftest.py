@@ -183,10 +183,16 @@ class FuzzReport:
         # Once, whichever signal comes first: timeout(1) signals its child and then the child's
         # process group, and `nox -s fuzz` passes its own SIGTERM on as SIGINT (noxfile.py), so
         # more signals often follow the first; they must not interrupt the report being written.
+        # The interrupt stays pending in the tally (Tally.interrupt) until pytest has it, in case
+        # this KeyboardInterrupt is raised inside a finalizer, where Python drops it.
         if self._interrupt_seen:
             return
         self._interrupt_seen = True
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        TALLY.interrupt = signal.Signals(signum).name
+        raise KeyboardInterrupt(TALLY.interrupt)
+
+    def pytest_keyboard_interrupt(self) -> None:
+        TALLY.interrupt = None  # pytest has it: the session ends and writes the report
 
     def pytest_unconfigure(self) -> None:
         TALLY.progress = None

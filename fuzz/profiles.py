@@ -216,18 +216,28 @@ class Tally:
     The tests add to it; conftest drains it after each test and ships the counts on the test's
     report, so counts from xdist workers reach the controller that writes fuzz-report.json.
     When ``progress`` is set, every case and failure is also added to it (cumulative, on disk).
+
+    ``interrupt``: the signal that asked this process to stop, set by fuzz/conftest.py's handler
+    when it raises KeyboardInterrupt and cleared once pytest has that interrupt. Until then every
+    case that ends raises it again: a KeyboardInterrupt raised while Python runs a finalizer (a
+    generator closed on its last reference, a ``__del__``) is printed as "Exception ignored" and
+    lost, and the run then went on to the end of its budget (tests/test_fuzz_report.py hung so).
     """
 
     counts: Counts = field(default_factory=Counts)
     progress: Progress | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    interrupt: str | None = None
 
     def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool = False) -> None:
-        """One case; ``compiled``: it compiled a new kernel (Counts.add)."""
+        """One case; ``compiled``: it compiled a new kernel (Counts.add). Raises KeyboardInterrupt
+        after counting it while an ``interrupt`` is pending."""
         with self.lock:
             self.counts.add(prop, seconds, cpu_seconds, compiled)
             if self.progress is not None:
                 self.progress.add(prop, seconds, cpu_seconds, compiled)
+        if self.interrupt is not None:
+            raise KeyboardInterrupt(self.interrupt)
 
     def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
         with self.lock:
