@@ -2,7 +2,7 @@
 
     nox                                  # the default sessions: tests, fuzz, regress, lint (CPU)
     nox -s fuzz                          # fuzz suite, dev profile, cpu backend (Triton interpreter)
-    nox -s fuzz -- --profile ci          # what CI runs: derandomized, ~4 min on 2 cores (cpu: -n auto)
+    nox -s fuzz -- --profile ci -n 2     # what CI runs: derandomized, ~2 min 45 s on an idle 2-core machine
     nox -s fuzz -- --profile nightly --backend npu -n 8    # one xdist worker per NPU
     nox -s regress -- --backend cuda     # replay every case in regressions/
     nox -s bench -- --backend cuda
@@ -13,10 +13,18 @@ extra to install: ``.[cpu,test]`` (triton-ascend's interpreter), ``.[cuda,test]`
 npu-cuda) or ``.[npu,test]``. On the CPU torch is installed first as ``torch==2.13.0`` when a
 local CPU wheel is at hand (``WY_ASCEND_WHEELS``, default /opt/wheels, which pip also searches),
 else from PyTorch's CPU index, so that ``.[cpu]`` never pulls a multi-GB CUDA build of torch.
+
+One environment per backend extra, shared by every session: ``.nox/cpu`` (``.[cpu,test]``),
+``.nox/cuda`` or ``.nox/npu``, built once with uv when it is on the PATH (else virtualenv, without
+a word) and reused while pyproject.toml and the packages asked for stay the same. ``nox -s tests``
+then ``nox -s fuzz`` build one environment and install into it once. ``--no-venv`` runs in the
+current environment as before; ``--no-reuse-existing-virtualenvs`` rebuilds the shared one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -24,8 +32,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nox
+import nox.virtualenv
 
 nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "uv|virtualenv"  # the shared environments: uv when present, else virtualenv
 
 BACKENDS = ("cpu", "cuda", "npu", "npu-cuda")
 EXTRA = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
@@ -65,37 +75,88 @@ def backend_of(session: nox.Session) -> str:
 
 
 def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) -> str:
-    """Install the package with the backend's extra plus ``extras``; print versions; return the backend."""
+    """Install the package with the backend's extra, ``test`` and ``extras`` into the backend's
+    shared environment (``use_shared_env``); print versions; return the backend."""
     backend = backend_of(session)
-    if session.venv_backend == "none":
+    env = use_shared_env(session, EXTRA[backend])
+    if env == "current":
         session.log("no virtualenv (--no-venv): using the current environment as it is")
-    else:
-        if EXTRA[backend] == "cpu":
-            # torch first, from a CPU-only source: ".[cpu]" alone would let pip pick a CUDA build.
-            if sorted(WHEELS.glob("torch-2.13.0*cpu*.whl")) if WHEELS.is_dir() else []:
-                session.install(TORCH_CPU, "--find-links", str(WHEELS))
-            else:
-                session.install("torch", "--index-url", TORCH_CPU_INDEX)
-        session.install("-e", f".[{','.join((EXTRA[backend], *extras))}]", *packages)
+    elif env == "install":
+        spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', *extras)))}]"
+        stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
+        wanted = _install_key(spec, packages)
+        if stamp.is_file() and wanted in stamp.read_text().splitlines():
+            session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
+        else:
+            if EXTRA[backend] == "cpu":
+                # torch first, from a CPU-only source: ".[cpu]" alone would let pip pick a CUDA build.
+                if sorted(WHEELS.glob("torch-2.13.0*cpu*.whl")) if WHEELS.is_dir() else []:
+                    session.install(TORCH_CPU, "--find-links", str(WHEELS))
+                else:
+                    session.install("torch", "--index-url", TORCH_CPU_INDEX)
+            session.install("-e", spec, *packages)
+            with stamp.open("a") as f:
+                f.write(wanted + "\n")
     session.run("python", "-c", VERSIONS, backend, log=False)
     return backend
+
+
+def use_shared_env(session: nox.Session, name: str) -> str:
+    """Point ``session`` at ``.nox/<name>``, the environment of every session that installs the
+    same packages (one per backend extra), creating it on first use (nox's backends in order:
+    uv when present, else virtualenv). Returns "install", or "keep" (``--no-install`` and the
+    environment existed: nox skips installs), or "current" (``--no-venv``: no environment made).
+
+    The sessions are declared without an environment of their own (``venv_backend="none"``), so
+    nox builds none per session; this attaches the shared one as the session's environment.
+    Installed nox (2026.10) has no per-session environment location (wntrblm/nox#167), so this
+    is the one place the noxfile uses nox's internals (``session._runner``).
+    """
+    runner = session._runner
+    config = runner.global_config
+    if config.force_venv_backend == "none":
+        return "current"
+    backends = (config.force_venv_backend or config.default_venv_backend or "virtualenv").split("|")
+    venv = nox.virtualenv.get_virtualenv(*backends, download_python="never",
+                                         envdir=os.path.join(config.envdir, name),
+                                         reuse_existing=runner.reuse_existing_venv(), interpreter=runner.func.python)
+    existed = not venv.create()
+    runner.venv = venv
+    session.env["NOX_CURRENT_SESSION"] = session.name
+    return "keep" if config.no_install and existed else "install"
+
+
+def _install_key(spec: str, packages: tuple[str, ...]) -> str:
+    """What an install put into the environment: the requirement, the packages and pyproject.toml's hash."""
+    digest = hashlib.sha256(Path("pyproject.toml").read_bytes()).hexdigest()[:16]
+    return " ".join((spec, *sorted(packages), f"pyproject:{digest}"))
+
+
+class _QuietUvProbe(logging.Filter):
+    """nox logs "uv binary not found." whenever it probes for uv; here virtualenv is the fallback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_QuietUvProbe())
 
 
 def _env(backend: str) -> dict[str, str]:
     return {"WY_ASCEND_BACKEND": backend}
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pytest tests/)."""
-    backend = install(session, "test")
+    backend = install(session)
     session.run("python", "-m", "pytest", "tests/", *_without_backend(list(session.posargs)), env=_env(backend))
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
     """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, -n N (cpu: -n auto)."""
-    backend = install(session, "test")
+    backend = install(session)
     args = list(session.posargs)
     xdist_set = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args)
     if backend == "cpu" and not xdist_set:
@@ -127,17 +188,17 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def regress(session: nox.Session) -> None:
     """Replay every stored minimal case in regressions/ (pytest fuzz/test_regressions.py)."""
-    backend = install(session, "test")
+    backend = install(session)
     session.run("python", "-m", "pytest", "fuzz/test_regressions.py", *session.posargs, env=_env(backend))
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_backend="none")
 def replay(session: nox.Session) -> None:
     """Replay the regression files given as posargs and print case, verdict and metrics (wy-ascend replay)."""
-    backend = install(session, "test")
+    backend = install(session)
     files = _without_backend(list(session.posargs))
     if not files:
         session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME]")
@@ -145,34 +206,34 @@ def replay(session: nox.Session) -> None:
         session.run("wy-ascend", "replay", path, "--backend", backend, env=_env(backend))
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Benchmarks (pytest benchmarks/ with pytest-benchmark); the peer (fla-core) on CUDA backends."""
     backend = backend_of(session)
-    install(session, "test", *(("peer",) if EXTRA[backend] == "cuda" else ()))
+    install(session, *(("peer",) if EXTRA[backend] == "cuda" else ()))
     session.run("python", "-m", "pytest", "benchmarks/", "--benchmark-only", "--benchmark-sort=name",
                 "--benchmark-columns=min,median,mean,stddev,rounds", *session.posargs, env=_env(backend))
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
     """ruff check (the repository) and mypy (src/wy_ascend)."""
-    install(session, "test", packages=("ruff", "mypy"))
+    install(session, packages=("ruff", "mypy"))
     session.run("ruff", "check", ".")
     session.run("mypy", "src/wy_ascend")
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_backend="none")
 def lower(session: nox.Session) -> None:
     """Ahead-of-time lowering of every npu and cuda specialization, on the CPU (python -m wy_ascend.lowering)."""
     install(session)
     session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_backend="none")
 def mutants(session: nox.Session) -> None:
     """Mutation score: plant known bugs one at a time and check the fuzz suite catches each (fuzz/mutants.py)."""
-    backend = install(session, "test")
+    backend = install(session)
     session.run("python", "fuzz/mutants.py", *session.posargs, env=_env(backend))
 
 
