@@ -7,7 +7,9 @@ files, new regression files, benchmark deltas against a baseline from an earlier
 When the fuzz step was killed before it wrote fuzz-report.json, the counts come from the
 progress files it left next to it (``fuzz-report.json.parts/<worker>.json``, one per process
 that ran cases, summed) and the summary says they are partial; a report marked
-``interrupted`` is flagged the same way.
+``interrupted`` is flagged the same way. Cases that crashed or hung their case runner
+(``crash-*.json``/``timeout-*.json``, wy_ascend.testing.runner) are counted apart and marked
+CRASH/TIMEOUT, with the runner logs' directory (``fuzz-report.json.logs/``, in the artifact).
 Exit status 1 when a step failed or a new regression file appeared (the job's verdict, since
 the test steps run with continue-on-error so that every report gets written), else 0.
 
@@ -83,7 +85,19 @@ def parts_report(report: Path | None) -> dict[str, Any] | None:
             "workers": {str(d.get("worker")): d.get("device") for d in docs}}
 
 
-def fuzz_section(report: Any) -> list[str]:
+def lost_kind(failure: dict[str, Any]) -> str | None:
+    """``crash`` or ``timeout`` for a failure whose case crashed or hung its case runner (by
+    the regression file's name, else the runner's message), else None."""
+    name = Path(str(failure.get("regression") or "")).name
+    message = str(failure.get("message") or "")
+    if name.startswith("crash-") or message.startswith("case crashed the runner"):
+        return "crash"
+    if name.startswith("timeout-") or message.startswith("case ran past the time limit"):
+        return "timeout"
+    return None
+
+
+def fuzz_section(report: Any, logs: str = "fuzz-report.json.logs/") -> list[str]:
     if report is None:
         return ["No fuzz-report.json (the fuzz step did not get to write it)."]
     lines: list[str] = []
@@ -97,6 +111,7 @@ def fuzz_section(report: Any) -> list[str]:
     lines += [f"Profile `{report.get('profile')}`, backend `{report.get('backend')}`, "
               f"{n_workers} worker(s): **{report.get('total_cases', 0)} cases** in "
               f"{report.get('elapsed_seconds') or 0:.0f} s ({report.get('cases_per_second')} cases/s).", "",
+              _lost_line(report.get("failures", []), logs), "",
               "| property | cases | failures | seconds | warm cases (no new compile) | warm cases/s |",
               "|---|---:|---:|---:|---:|---:|"]
     for name, p in sorted(report.get("properties", {}).items()):
@@ -109,8 +124,19 @@ def fuzz_section(report: Any) -> list[str]:
         for f in failures:
             where = f"`{f['regression']}`" if f.get("regression") else "(no regression file)"
             message = (f.get("message") or "").strip().splitlines()
-            lines.append(f"- `{f.get('property')}` {where}: {message[0] if message else ''}")
+            kind = lost_kind(f)
+            mark = f"**{kind.upper()}** " if kind else ""
+            lines.append(f"- {mark}`{f.get('property')}` {where}: {message[0] if message else ''}")
     return lines
+
+
+def _lost_line(failures: list[dict[str, Any]], logs: str) -> str:
+    kinds = [lost_kind(f) for f in failures]
+    crashes, timeouts = kinds.count("crash"), kinds.count("timeout")
+    line = f"Crashes: **{crashes}**, timeouts: **{timeouts}** (cases that killed or hung their case runner)."
+    if crashes or timeouts:
+        line += f" Stack dumps: `{logs}` (in the artifact)."
+    return line
 
 
 def bench_means(doc: Any) -> dict[str, float]:
@@ -165,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_lines, slower = bench_section(load_json(args.bench), load_json(args.baseline), args.slowdown_pct)
 
     fuzz_report = load_json(args.fuzz_report) or parts_report(args.fuzz_report)
+    logs = f"{args.fuzz_report.name}.logs/" if args.fuzz_report else "fuzz-report.json.logs/"
     ok = not failed_steps and not new
     out = [f"## {args.title}: {'✅ passed' if ok else '❌ failed'}", ""]
     if failed_steps:
@@ -174,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         out += [f"- `{p}`" for p in new]
     elif new is None:
         out.append("New regression files: unknown (no listing of regressions/ from before the run).")
-    out += ["", "### Steps", *outcomes_section(outcomes), "", "### Fuzzing", *fuzz_section(fuzz_report)]
+    out += ["", "### Steps", *outcomes_section(outcomes), "", "### Fuzzing", *fuzz_section(fuzz_report, logs)]
     out += ["", "### Benchmarks", *bench_lines]
     if slower:
         out += ["", f"{len(slower)} benchmark(s) more than {args.slowdown_pct:.0f}% slower than the baseline (flagged, "

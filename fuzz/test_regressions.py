@@ -4,17 +4,21 @@ One pytest item per file, named after it; the case runs on the run's backend
 (``--backend``, else ``$WY_ASCEND_BACKEND``, else cpu), which overrides the backend
 recorded in the file. ``test_store_files_parse`` always runs, so an empty store is a
 passing run (not pytest's "no tests collected") and a malformed file is a failure.
+Each case runs in a case runner (wy_ascend.testing.runner), so a stored case that still
+crashes or hangs fails its own item (CaseCrashed/CaseTimeout) and the replay goes on.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from wy_ascend.backends import BACKEND_ENV
 from wy_ascend.errors import RegressionFileError
+from wy_ascend.testing.runner import CaseRunner, case_timeout
 from wy_ascend.testing.store import STORE_ENV, iter_store, load, replay
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +51,13 @@ def test_store_files_parse() -> None:
     assert not errors, "bad regression files:\n" + "\n".join(errors)
 
 
+@pytest.fixture(scope="module")
+def runner() -> Any:
+    with CaseRunner(timeout_s=case_timeout()) as r:
+        yield r
+
+
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_replay(path: Path, request: pytest.FixtureRequest) -> None:
-    """The stored case no longer fails its property."""
-    replay(load(path), backend=run_backend(request.config))
+def test_replay(path: Path, request: pytest.FixtureRequest, runner: CaseRunner) -> None:
+    """The stored case no longer fails its property (nor crashes, nor hangs)."""
+    replay(load(path), backend=run_backend(request.config), runner=runner)

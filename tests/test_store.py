@@ -265,7 +265,7 @@ def test_cli_replay_fail_shows_metrics(tmp_path: Path, capsys: pytest.CaptureFix
 
     monkeypatch.setattr(store, "run_property", failing)
     path = _stored(tmp_path, "oracle", Case())
-    assert main(["replay", str(path)]) == 1
+    assert main(["replay", str(path), "--in-process"]) == 1  # in-process: the monkeypatch applies
     out = capsys.readouterr().out
     assert "FAIL: planted" in out
     assert any(line.split()[:3] == ["w", "inf", "1.000e-05"] for line in out.splitlines()), out
@@ -278,8 +278,8 @@ def test_cli_replay_crash_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFix
         raise IndexError("out of bounds")
 
     monkeypatch.setattr(store, "run_property", crashing)
-    assert main(["replay", str(_stored(tmp_path, "oracle", Case()))]) == 1
-    assert "FAIL (crash): IndexError: out of bounds" in capsys.readouterr().out
+    assert main(["replay", str(_stored(tmp_path, "oracle", Case())), "--in-process"]) == 1
+    assert "FAIL (exception): IndexError: out of bounds" in capsys.readouterr().out
 
 
 def test_cli_replay_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -303,9 +303,10 @@ def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     b = _stored(tmp_path, "oracle", CASE)
     assert main(["list", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == sorted([a.name, b.name])
+    assert lines[0].split() == ["file", "property", "failure", "backend", "date", "case"]
+    assert [line.split()[0] for line in lines[1:]] == sorted([a.name, b.name])
     assert any("cu_seqlens=[0, 5, 20] H=1 HV=2" in line and "max_tasks=3" in line for line in lines)
     (tmp_path / "oracle-zzz.json").write_text("[]")
     assert main(["list", str(tmp_path)]) == 2
-    assert "oracle-zzz.json  MALFORMED" in capsys.readouterr().out
+    assert any(line.split()[:2] == ["oracle-zzz.json", "MALFORMED"] for line in capsys.readouterr().out.splitlines())
     assert main(["list", str(tmp_path / "empty")]) == 0

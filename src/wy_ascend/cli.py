@@ -1,11 +1,19 @@
 """``wy-ascend``: replay and list the regression store.
 
-    wy-ascend replay regressions/<file>.json [--backend cpu|cuda|npu|npu-cuda]
+    wy-ascend replay FILE... [--backend cpu|cuda|npu|npu-cuda] [--timeout S] [--log PATH] [--in-process]
     wy-ascend list [DIR]
+    wy-ascend --version
 
-``replay`` prints the case, runs its property and prints PASS or FAIL with the metrics;
-it exits 0 on pass, 1 on fail, 2 when the file is malformed or the backend cannot run.
-Without ``--backend`` the case runs on ``$WY_ASCEND_BACKEND``, else the file's backend.
+``replay`` prints each file's case, runs its property in a child process (``CaseRunner``, one
+for all the files) and prints its verdict: PASS or FAIL with the metrics, FAIL (exception)
+with the case's traceback, CRASH (the case killed the child: the signal) or TIMEOUT (it ran
+past ``--timeout``, default ``$WY_ASCEND_CASE_TIMEOUT`` else 600 s), never a traceback of
+the runner; a bound that changed since the file was recorded is named with the reason
+(``store.bound_changes``). With several files a summary table follows. Exit status: 1 when
+any case failed, crashed or timed out; else 2 when any file was malformed or its backend
+cannot run here (reported in the table; the other files still run); else 0. Without
+``--backend`` a case runs on ``$WY_ASCEND_BACKEND``, else the file's backend.
+``--in-process`` runs the cases in this process (for a debugger; a crash then ends it).
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ import argparse
 import json
 import os
 import sys
-import traceback
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +75,31 @@ def format_case(case: Any) -> str:
     return "\n".join(f"  {k.ljust(width)}  {json.dumps(v)}" for k, v in d.items())
 
 
-def _replay(args: argparse.Namespace) -> int:
+@dataclass
+class Verdict:
+    """One replayed file's line in the summary table."""
+
+    file: str
+    property: str
+    verdict: str  # PASS, FAIL, ERROR, CRASH, TIMEOUT, MALFORMED, UNAVAILABLE
+    detail: str = ""
+
+
+FAILED = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # exit 1
+NOT_RUN = ("MALFORMED", "UNAVAILABLE")  # exit 2 when nothing failed
+
+
+def _replay_one(path: Path, backend_arg: str | None, runner: Any) -> Verdict:
     from .testing.properties import PropertyFailure, device_of
-    from .testing.store import load, replay
+    from .testing.runner import CaseCrashed, CaseTimeout, RemoteTraceback
+    from .testing.store import bound_changes, load, replay
 
     try:
-        stored = load(args.file)
+        stored = load(path)
     except RegressionFileError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    backend = args.backend or os.environ.get(BACKEND_ENV) or stored.backend
+        return Verdict(str(path), "-", "MALFORMED", str(e).removeprefix(f"{path}: "))
+    backend = backend_arg or os.environ.get(BACKEND_ENV) or stored.backend
     print(f"file      {stored.path}")
     print(f"property  {stored.property}")
     print(f"recorded  {stored.date} on backend {stored.backend}; versions {json.dumps(stored.versions)}")
@@ -83,24 +107,99 @@ def _replay(args: argparse.Namespace) -> int:
     print(f"backend   {backend} (this run)")
     print("case")
     print(format_case(stored.case))
+    verdict = Verdict(str(path), stored.property, "PASS")
     try:
         resolve_backend(backend, device_of(stored.case.replace(backend=backend)))
     except (BackendUnavailableError, ValueError) as e:
         print(f"error: cannot run on backend {backend!r}: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return Verdict(str(path), stored.property, "UNAVAILABLE", f"backend {backend}: {e}")
+    metrics = None
     try:
-        metrics = replay(stored, backend=backend)
+        metrics = replay(stored, backend=backend, runner=runner)
     except PropertyFailure as e:
         print(f"FAIL: {e}")
-        print(format_metrics(e.metrics))
+        metrics = e.metrics
+        verdict = Verdict(str(path), stored.property, "FAIL", str(e).splitlines()[0] if str(e) else "")
+    except CaseCrashed as e:
+        print(f"CRASH: {e}")
+        verdict = Verdict(str(path), stored.property, "CRASH", _crash_detail(e.detail))
+    except CaseTimeout as e:
+        print(f"TIMEOUT: {e}")
+        verdict = Verdict(str(path), stored.property, "TIMEOUT", f"past {e.detail['limit_s']:g} s")
+    except Exception as e:  # noqa: BLE001 - any other exception the case raised is a failure, with its traceback
+        print(f"FAIL (exception): {type(e).__name__}: {e}")
+        cause = e.__cause__
+        if isinstance(cause, RemoteTraceback):
+            print(str(cause).strip("\n"))
+        else:
+            import traceback
+
+            traceback.print_exception(type(e), e, e.__traceback__, file=sys.stdout)
+        verdict = Verdict(str(path), stored.property, "ERROR", f"{type(e).__name__}: {e}".splitlines()[0])
+    if verdict.verdict == "PASS":
+        print("PASS")
+    if metrics is not None:
+        print(format_metrics(metrics))
+        changes = bound_changes(stored, metrics)
+        if changes:
+            print("bound changed since the file was recorded:")
+            for line in changes:
+                print(f"  {line}")
+    return verdict
+
+
+def _crash_detail(detail: dict[str, Any]) -> str:
+    if detail.get("signal"):
+        return f"killed by {detail['signal']}"
+    return f"exit status {detail.get('exitcode')}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as aligned text lines (the last column is not padded)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .testing.runner import CaseRunner, case_timeout
+
+    timeout = args.timeout if args.timeout is not None else case_timeout()
+    log = args.log or Path(tempfile.gettempdir()) / f"wy-ascend-replay-{os.getpid()}.log"
+    runner = None if args.in_process else CaseRunner(log, timeout_s=timeout)
+    verdicts = []
+    try:
+        for i, path in enumerate(args.files):
+            if i:
+                print()
+            verdicts.append(_replay_one(path, args.backend, runner))
+    finally:
+        if runner is not None:
+            runner.close()
+            if args.log is None and not any(v.verdict in ("CRASH", "TIMEOUT", "ERROR") for v in verdicts):
+                log.unlink(missing_ok=True)  # nothing in it worth keeping
+    if len(verdicts) > 1:
+        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", *FAILED, *NOT_RUN)}
+        print()
+        print(f"summary: {len(verdicts)} files, " + ", ".join(f"{n} {name.lower()}" for name, n in counts.items()
+                                                                if n or name in ("PASS", "FAIL")))
+        print("\n".join(_table([["file", "property", "verdict", "detail"],
+                                *([v.file, v.property, v.verdict, v.detail] for v in verdicts)])))
+    if any(v.verdict in FAILED for v in verdicts):
         return EXIT_FAIL
-    except Exception as e:  # noqa: BLE001 - a crash replays as a failure, with its traceback
-        print(f"FAIL (crash): {type(e).__name__}: {e}")
-        traceback.print_exc()
-        return EXIT_FAIL
-    print("PASS")
-    print(format_metrics(metrics))
+    if any(v.verdict in NOT_RUN for v in verdicts):
+        return EXIT_BAD_INPUT
     return EXIT_PASS
+
+
+def _failure_kind(failure: dict[str, Any]) -> str:
+    """The failure column of ``list``: the exception type, with the signal or the limit of a crash or timeout."""
+    kind = str(failure.get("type", "?"))
+    if kind == "CaseCrashed":
+        return f"crash {failure.get('signal') or 'exit ' + str(failure.get('exitcode'))}"
+    if kind == "CaseTimeout":
+        limit = failure.get("limit_s")
+        return f"timeout {limit:g}s" if isinstance(limit, (int, float)) else "timeout"
+    return kind
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -112,26 +211,46 @@ def _list(args: argparse.Namespace) -> int:
         print(f"no regression files in {directory}")
         return EXIT_PASS
     status = EXIT_PASS
+    rows = [["file", "property", "failure", "backend", "date", "case"]]
     for path in paths:
         try:
             s = load(path)
         except RegressionFileError as e:
-            print(f"{path.name}  MALFORMED: {e}")
+            rows.append([path.name, "MALFORMED", "-", "-", "-", str(e).removeprefix(f"{path}: ")])
             status = EXIT_BAD_INPUT
             continue
-        print(f"{path.name}  {s.property}  {s.backend}  {s.date}  {describe_case(s.case)}")
+        rows.append([path.name, s.property, _failure_kind(s.failure), s.backend, s.date, describe_case(s.case)])
+    print("\n".join(_table(rows)))
     return status
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("wy_ascend")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wy-ascend", description="Replay and list wy_ascend regression files.")
+    parser.add_argument("--version", action="version", version=f"wy-ascend {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("replay", help="run one stored case; exit 0 pass, 1 fail, 2 malformed file")
-    p.add_argument("file", type=Path, help="a regressions/<property>-<hash>.json file")
+    p = sub.add_parser("replay", help="run stored cases; exit 0 all pass, 1 any failed/crashed/timed out, "
+                       "2 else any malformed file or unavailable backend")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="regressions/<name>-<hash>.json files")
     p.add_argument("--backend", choices=sorted(BACKENDS),
                    help=f"backend to run on (default: ${BACKEND_ENV}, else the file's backend)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="seconds a case may run before it is killed and reported TIMEOUT "
+                        "(default: $WY_ASCEND_CASE_TIMEOUT, else 600)")
+    p.add_argument("--log", type=Path, help="where the child's stderr (warnings, stack dumps) goes "
+                   "(default: a temp file, kept and named only when a case crashed, timed out or raised)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the cases in this process (a debugger works; a crashing case ends it)")
     p.set_defaults(func=_replay)
-    p = sub.add_parser("list", help="list stored cases (file, property, backend, date, case)")
+    p = sub.add_parser("list", help="list stored cases (file, property, failure, backend, date, case)")
     p.add_argument("dir", nargs="?", help="store directory (default: $WY_ASCEND_REGRESSIONS, else ./regressions)")
     p.set_defaults(func=_list)
     return parser

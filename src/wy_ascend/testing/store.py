@@ -1,10 +1,13 @@
 """The regression store: failing cases as readable JSON files in ``regressions/``, and replay.
 
 A file is named ``<property>-<hash>.json`` where the hash covers only the property and the
-case, so the same failure found twice (by two runs, or two xdist workers) is one file.
-Files are written atomically (a temp file in the same directory, then a hard link that
-fails if the name exists), are never overwritten, and are read back by ``load`` with a
-``RegressionFileError`` naming the file and the field for anything malformed.
+case, so the same failure found twice (by two runs, or two xdist workers) is one file. A
+case that killed the process running it, or ran past the per-case time limit
+(``runner.CaseCrashed``/``CaseTimeout``), is ``crash-<hash>.json`` or ``timeout-<hash>.json``
+(libFuzzer's names), the property inside. Files are written atomically (a temp file in the
+same directory, made 0644, then a hard link that fails if the name exists), are never
+overwritten, and are read back by ``load`` with a ``RegressionFileError`` naming the file and
+the field for anything malformed.
 Hypothesis's own example database is a cache; this store is the record.
 """
 
@@ -28,6 +31,7 @@ from ..backends import BACKEND_ENV, BACKENDS
 from ..errors import RegressionFileError
 from .case import Case
 from .properties import PROPERTIES, Metrics, PropertyFailure, run_property
+from .runner import CaseLost, CaseRunner
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
@@ -50,8 +54,15 @@ def case_hash(property_name: str, case: Case | dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
 
 
-def file_name(property_name: str, case: Case) -> str:
-    return f"{property_name}-{case_hash(property_name, case)}.json"
+LOST_KINDS = {"CaseCrashed": "crash", "CaseTimeout": "timeout"}  # failure.type -> file name prefix
+FILE_MODE = 0o644  # readable by everyone, like any file in the repository (mkstemp makes 0600)
+
+
+def file_name(property_name: str, case: Case | dict[str, Any], failure_type: str | None = None) -> str:
+    """``<property>-<hash>.json``; ``crash-<hash>.json``/``timeout-<hash>.json`` when the failure
+    (its exception type name) is a crash or a timeout of the case runner."""
+    prefix = LOST_KINDS.get(failure_type or "", property_name)
+    return f"{prefix}-{case_hash(property_name, case)}.json"
 
 
 def json_safe(x: Any) -> Any:
@@ -98,7 +109,12 @@ def versions() -> dict[str, str | None]:
 
 def failure_record(error: BaseException) -> dict[str, Any]:
     """What failed: exception type, message, metrics (PropertyFailure only) and, for an
-    unexpected exception (a crash, not a property violation), where it was raised."""
+    unexpected exception (not a property violation), where it was raised (the child's
+    traceback included, for a case run by ``runner.CaseRunner``). A crash or a timeout of the
+    case runner adds its ``detail``: ``signal``, ``exitcode`` / ``limit_s``, and ``log``."""
+    if isinstance(error, CaseLost):
+        return {"type": type(error).__name__, "message": str(error), "metrics": {}, "traceback": None,
+                **json_safe(error.detail)}
     tb = None
     if not isinstance(error, PropertyFailure) and error.__traceback__ is not None:
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-MAX_TRACEBACK_CHARS:]
@@ -113,14 +129,15 @@ def failure_record(error: BaseException) -> dict[str, Any]:
 def record_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Path:
     """Write the failure of ``property_name`` on ``case`` to the store; return the file's path.
 
-    The name depends on (property, case) only. An existing file is never overwritten: its
+    The name depends on (property, case) only, and on whether ``error`` is a crash or a
+    timeout of the case runner (``file_name``). An existing file is never overwritten: its
     path is returned as is, so concurrent writers of one failure produce one file.
     """
     if property_name not in PROPERTIES:
         raise ValueError(f"property must be one of {sorted(PROPERTIES)}, got {property_name!r}")
     directory = Path(directory) if directory is not None else regressions_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / file_name(property_name, case)
+    path = directory / file_name(property_name, case, type(error).__name__)
     if path.exists():
         return path
     record = {
@@ -158,6 +175,7 @@ def _write_new(path: Path, text: str) -> None:
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -168,7 +186,7 @@ def _write_new(path: Path, text: str) -> None:
             return
         except OSError:
             try:
-                excl = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                excl = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             except FileExistsError:
                 return
             with os.fdopen(excl, "w", encoding="utf-8") as f:
@@ -189,8 +207,8 @@ class StoredCase:
     backend: str
     versions: dict[str, Any]
     date: str
-    # <property>-<hash of the stored property and case>.json: differs from path.name
-    # when the file's case was edited after it was recorded.
+    # <property>-<hash of the stored property and case>.json (crash-/timeout- for a crash or a
+    # timeout): differs from path.name when the file's case was edited after it was recorded.
     expected_name: str = ""
 
 
@@ -266,7 +284,7 @@ def load(path: Path | str) -> StoredCase:
         case = Case.from_dict(case_dict)
     except (TypeError, ValueError, IndexError, KeyError) as e:
         raise _bad(path, "case", f"is not a valid case: {e}") from e
-    expected = f"{data['property']}-{case_hash(data['property'], case_dict)}.json"
+    expected = file_name(data["property"], case_dict, data["failure"]["type"])
     return StoredCase(path, version, data["property"], case, data["failure"], data["backend"], data["versions"],
                       data["date"], expected)
 
@@ -279,11 +297,61 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
 
 
-def replay(stored: StoredCase, backend: str | None = None) -> Metrics:
+def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | None = None) -> Metrics:
     """Run the stored property on the stored case; ``backend`` (if given) replaces the
-    case's own. Raises PropertyFailure (or the original crash) if it still fails."""
+    case's own. Raises PropertyFailure (or the exception the case raised) if it still fails.
+    With ``runner`` the case runs in its child process (``runner.CaseRunner``), so a case
+    that crashes or hangs raises CaseCrashed/CaseTimeout instead of taking this process down."""
     case = stored.case.replace(backend=backend) if backend else stored.case
+    if runner is not None:
+        return runner.run(stored.property, case).metrics
     return run_property(stored.property, case)
+
+
+def _bounds(metrics: Any, prefix: str = "") -> dict[str, dict[str, Any]]:
+    """The entries of (nested) metrics that carry a bound ``tol``, by dotted label."""
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(metrics, Mapping):
+        if isinstance(metrics.get("tol"), (int, float)) and not isinstance(metrics.get("tol"), bool):
+            out[prefix or "-"] = dict(metrics)
+        for key, value in metrics.items():
+            out.update(_bounds(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
+    """One line per output whose bound (``tol`` in the metrics) differs between the file's
+    recorded failure and ``metrics`` of a replay today, saying why: for the oracle property,
+    which term of ``properties.tolerance`` sets the bound now; else the versions it changed
+    between. Empty when no bound changed (or the file recorded none)."""
+    from .properties import FP32_RTOL
+
+    recorded, now = _bounds(stored.failure.get("metrics")), _bounds(metrics)
+    was, today = stored.versions.get("wy_ascend"), versions().get("wy_ascend")
+    since = f" (recorded with wy_ascend {was}, now {today})" if was != today else ""
+    dtype = stored.case.dtype
+    lines = []
+    for label, rec in recorded.items():
+        cur = now.get(label)
+        if cur is None or math.isclose(rec["tol"], cur["tol"], rel_tol=1e-9, abs_tol=0.0):
+            continue
+        s_rec, s_now = rec.get("sensitivity"), cur.get("sensitivity")
+        if stored.property != "oracle":
+            why = f"the {stored.property} property's bound changed{since}"
+        elif dtype == "float32":
+            why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}{since}"
+        elif isinstance(s_now, (int, float)) and cur["tol"] <= s_now:
+            why = (f"the {dtype} bound now admits the rounding sensitivity {s_now:.3e} (properties.tolerance)"
+                   if not isinstance(s_rec, (int, float)) or rec["tol"] > s_rec else
+                   f"the {dtype} bound is the rounding sensitivity, {s_now:.3e} now and {s_rec:.3e} when recorded "
+                   "(properties.rounding_sensitivity)")
+            why += since
+        else:
+            why = (f"the {dtype} bound is the rounding term LOW_PRECISION_FACTOR x max(round_err, u/2) "
+                   f"(properties.tolerance){' and no longer the rounding sensitivity' if s_rec is not None else ''}"
+                   f"{since}")
+        lines.append(f"{label}: recorded tol {rec['tol']:.3e}, now {cur['tol']:.3e}: {why}")
+    return lines
 
 
 def describe_case(case: Case) -> str:
