@@ -31,6 +31,12 @@ failing case a worker records, within a second of its file being written, while 
 A line per final minimal case only: the examples Hypothesis sees failing while it shrinks are
 many and none of them is written anywhere (``LiveFailures``).
 
+Case runners: each process that runs cases runs them in a child process (fuzz/test_fuzz.py,
+wy_ascend.testing.runner), which binds the same device (``WY_ASCEND_RUNNER_DEVICE``) and
+writes its stderr (warnings, the stack dump of a crash or a timeout) to
+``<report>.logs/<worker>.log`` (``WY_ASCEND_CASE_LOG``), not the terminal. The controller
+clears that directory when the run starts; the logs stay after it.
+
 Killed runs: every process that runs cases (each xdist worker, or the main process) rewrites
 its cumulative counts after every case to ``<report>.parts/<worker>.json`` (``main`` without
 xdist; fuzz/profiles.py ``Progress``). The controller clears that directory when the run starts
@@ -60,6 +66,7 @@ import pytest
 
 from fuzz.counts import Counts, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
+from wy_ascend.testing import runner
 
 _KEY = "wy_fuzz"
 _WORKER_KEY = "wy_fuzz_worker"
@@ -154,11 +161,16 @@ class FuzzReport:
         self.interrupted = False
         self.path = self.report_path()
         self.parts = self.path.with_name(self.path.name + ".parts")
+        logs = self.path.with_name(self.path.name + ".logs")  # the case runners' stderr, one file per worker
         self._interrupt_seen = False
         self._previous: dict[int, Any] = {}  # signal -> the handler it had before
         if not self.is_worker:
             shutil.rmtree(self.parts, ignore_errors=True)  # a killed earlier run's files (workers start later)
+            shutil.rmtree(logs, ignore_errors=True)
             self._install_sigterm()
+        os.environ[runner.LOG_ENV] = str(logs / f"{self.worker}.log")
+        if bound and ":" in bound:  # npu:K / cuda:K; an ASCEND_RT_VISIBLE_DEVICES binding is inherited as it is
+            os.environ[runner.DEVICE_ENV] = bound
         try:
             self.parts.mkdir(parents=True, exist_ok=True)
         except OSError:

@@ -3,10 +3,21 @@
 A failing property is shrunk by Hypothesis; only the final replay of the minimal example
 (``current_build_context().is_final``) is written to ``regressions/`` by
 ``wy_ascend.testing.store.record_failure``, then the failure is re-raised unchanged.
+
+Every case runs in this process's case runner (``wy_ascend.testing.runner.CaseRunner``), a
+child process started once: a case that kills it (a signal, an abort, a device fault) or runs
+past the profile's per-case time limit (``CASE_TIMEOUT_S``, ``$WY_ASCEND_CASE_TIMEOUT``
+overrides it) is a ``CaseCrashed``/``CaseTimeout`` failure, shrunk like any other (the next
+case gets a fresh child) and recorded as ``regressions/crash-<hash>.json`` or
+``timeout-<hash>.json``. The child's stderr goes to ``$WY_ASCEND_CASE_LOG`` (fuzz/conftest.py
+sets ``<report>.logs/<worker>.log``). All properties run there, plan_coverage too: it cannot
+crash a device (it builds no tensor), but a planner that loops forever is a timeout to catch,
+and the child costs ~0.5 ms a case (1000 plan cases: ~0.5 s of a 160 s run).
 """
 
 from __future__ import annotations
 
+import atexit
 import time
 from typing import Any
 
@@ -15,10 +26,10 @@ from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
-from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import CORRUPTIONS, run_property
+from wy_ascend.testing.properties import CORRUPTIONS
+from wy_ascend.testing.runner import CaseLost, CaseRunner, case_timeout
 
 RUN = current()
 PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
@@ -47,20 +58,47 @@ def _record(prop: str, case: Case, error: BaseException) -> None:
     TALLY.fail(prop, path, str(error).splitlines()[0] if str(error) else type(error).__name__, case.to_dict())
 
 
+# Seconds a case may run in the runner before it is a timeout: ~30x the slowest case of the
+# profile on a loaded machine (ci: interpreter cases of up to a few seconds; nightly and large:
+# first compiles of a specialization, 17-24 s per kernel on an H200, and host oracles of
+# millions of tokens). Every shrink step of a real hang costs the limit once.
+CASE_TIMEOUT_S = {"ci": 120.0, "dev": 120.0, "nightly": 900.0, "large": 1800.0, "perf": 900.0}
+_RUNNER: list[CaseRunner] = []
+
+
+def runner() -> CaseRunner:
+    """This process's case runner (started on first use, stopped at exit)."""
+    if not _RUNNER:
+        # cpu: children forked from a template (a crash's shrink candidates restart in ~10 ms);
+        # a device backend spawns each child (no fork near a device runtime).
+        _RUNNER.append(CaseRunner(timeout_s=case_timeout(CASE_TIMEOUT_S.get(PROFILE.name, 600.0)),
+                                  fork_server=BACKEND == "cpu", backend=BACKEND))
+        atexit.register(_RUNNER[0].close)
+    return _RUNNER[0]
+
+
 def check(prop: str, case: Case) -> None:
-    """Run property ``prop`` on ``case``; record the final (shrunk) failure, then re-raise it.
-    Tallies the case's time and whether it compiled a kernel (a warm case did not)."""
-    start, cpu, kernels_before = time.perf_counter(), time.process_time(), compiled_kernels()
+    """Run property ``prop`` on ``case`` in the case runner; record the final (shrunk) failure,
+    then re-raise it. Tallies the case's time (the runner's start excluded), its CPU time (the
+    child's and this process's) and whether it compiled a kernel (a warm case did not; a case
+    that crashed or timed out counts as not warm)."""
+    run = runner()
+    run.start()
+    start, cpu = time.perf_counter(), time.process_time()
+    child_cpu, compiled = 0.0, True
     try:
-        run_property(prop, case)
+        outcome = run.run(prop, case)
+        child_cpu, compiled = outcome.cpu_seconds, outcome.compiled
     except BackendUnavailableError:
         raise
     except Exception as error:
+        if not isinstance(error, CaseLost):
+            child_cpu, compiled = getattr(error, "case_cpu_seconds", 0.0), getattr(error, "case_compiled", True)
         if current_build_context().is_final:
             _record(prop, case, error)
         raise
     finally:
-        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu, compiled_kernels() != kernels_before)
+        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled)
 
 
 @PROFILE.settings_for("oracle")
