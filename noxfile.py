@@ -197,13 +197,14 @@ def regress(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_backend="none")
 def replay(session: nox.Session) -> None:
-    """Replay the regression files given as posargs and print case, verdict and metrics (wy-ascend replay)."""
+    """Replay the regression files given as posargs: verdict per file and a summary table (wy-ascend replay)."""
     backend = install(session)
-    files = _without_backend(list(session.posargs))
-    if not files:
-        session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME]")
-    for path in files:
-        session.run("wy-ascend", "replay", path, "--backend", backend, env=_env(backend))
+    args = _without_backend(list(session.posargs))
+    if not any(not a.startswith("-") for a in args):
+        session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME] [--timeout S]")
+    # One call for all the files: each runs (a crash or a hang fails that file only), then the table;
+    # exit 1 if any failed, crashed or timed out, else 2 if any was malformed or could not run.
+    session.run("wy-ascend", "replay", *args, "--backend", backend, env=_env(backend))
 
 
 @nox.session(default=False, venv_backend="none")
