@@ -8,8 +8,8 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
                         autotuned warps/stages, bf16 tensor-core dot operands for bf16
-                        where one tile covers K and V (``lowp_dot``), A held in
-                        registers (no Ascend reload guard).
+                        where one tile covers K and V (``lowp_dot``; WY_ASCEND_LOWP
+                        widens it), A held in registers (no Ascend reload guard).
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -50,8 +50,11 @@ ASCEND_UB_BYTES = 192 * 1024  # unified buffer per core on 910B (A2)
 CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
 # The interpreter has no cores; 4 programs make every persistent loop run several tasks.
 CPU_INTERPRETER_CORES = 4
-# Narrowest tile whose dots take bf16 operands on cuda (Backend.lowp_dot says why).
+# Narrowest tile whose dots take bf16 operands on cuda by default, and the switch that
+# widens where they are used (Backend.lowp_dot says why each step is not the default).
 LOWP_MIN_TILE = 64
+LOWP_ENV = "WY_ASCEND_LOWP"
+LOWP_MODES = ("one-tile", "multi-tile", "all")
 
 
 @dataclass(frozen=True)
@@ -150,17 +153,29 @@ class Backend:
         return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
-        """bf16 dot operands for bfloat16 I/O, only where they were verified on an H200
-        (triton 3.6): tiles >= LOWP_MIN_TILE wide that cover K and V whole (one iteration of
-        each tile loop). float16 keeps exact fp32 dots (its range is too narrow for the
-        unscaled intermediates of the backward). Measured failures otherwise, none of them
-        explained by bf16 rounding (a float64 emulation of the bf16 operands stays at
-        0.2-0.5x the bound on each): 16-wide tiles (w off by 75%); 32-wide tiles in two
-        iterations (a nightly fuzz find); 64-wide tiles in two and four iterations (dg 4-9e-2,
-        6-12x the bound, on the 4.5M-token test with K=V=128; dbeta 2x on K=V=256). One tile
-        per loop matched the emulation to 4 digits (regressions/oracle-295735d84e54.json)."""
-        return (self.lowp_dot_for_bf16 and dtype == torch.bfloat16 and min(BK, BV) >= LOWP_MIN_TILE
-                and K <= BK and V <= BV)
+        """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them: ``one-tile``
+        (the default) for tiles >= LOWP_MIN_TILE wide that cover K and V whole (one iteration of
+        each tile loop), ``multi-tile`` for tiles >= LOWP_MIN_TILE in any number of iterations,
+        ``all`` for every width. float16 keeps exact fp32 dots (its range is too narrow for the
+        unscaled intermediates of the backward).
+
+        Measured on an H200 with triton 3.6 (docs/nightly-h200.md session 4). Multi-tile: the
+        wrong dg/dbeta of 64-wide tiles in 2-4 iterations were a triton miscompile of
+        ``k @ trans(k)`` in a pipelined loop (tests/test_triton_bf16_repro.py); the kernel now
+        loads k^T on its own, which matched the one-tile results bit for bit and passed the
+        device tests, but the left operand still shares one pipelined shared-memory buffer with
+        the next iteration's prefetch, and on B4 T8192 H4 K=V=256 (two 128-wide tiles) dg
+        differed from the fp32 dots by 1.6e-2 where 64-wide tiles differed by 4.7e-3: not shown
+        safe, so not the default. Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100%
+        off, BK=BV=32 an out-of-range shared-memory access (tests/test_large.py::NARROW_FINDS)."""
+        if not (self.lowp_dot_for_bf16 and dtype == torch.bfloat16):
+            return False
+        mode = os.environ.get(LOWP_ENV) or "one-tile"
+        if mode not in LOWP_MODES:
+            raise ValueError(f"{LOWP_ENV} must be one of {LOWP_MODES}, got {mode!r}")
+        if mode == "all":
+            return True
+        return min(BK, BV) >= LOWP_MIN_TILE and (mode == "multi-tile" or (K <= BK and V <= BV))
 
 
 def _given(value: T | None, default: T) -> T:
@@ -209,9 +224,8 @@ BACKENDS: dict[str, Backend] = {
         max_blocks=None,
         ub_bytes=None,
         # 128: K=V=128 in one tile, so bf16 keeps its bf16 dot operands (lowp_dot: one tile
-        # per loop); the configuration of the last all-green H200 test run (f99ab59). The
-        # faster cap 64 (backward 0.72-0.99x fla's time against 0.98-1.32x) took bf16
-        # operands in two-tile loops, which gave wrong dg/dbeta there (docs/benchmarks.md).
+        # per loop by default). With WY_ASCEND_LOWP=multi-tile, caps 64 and 128 timed within
+        # 6% of each other on K=V=256 (docs/nightly-h200.md session 4).
         tile_cap=128,
         gate_head_major=False,
         lowp_dot_for_bf16=True,

@@ -20,6 +20,11 @@ Dots accumulate in fp32. Their operands are fp32 with TF32 off (exact IEEE produ
 or, with LOWP_DOT (cuda backend, bfloat16 I/O only), rounded to bf16 like
 flash-linear-attention's kernels: tensor-core speed at an error below the bf16 output
 rounding (measured by emulation at <= 0.61x the test bound, properties.py).
+With LOWP_DOT ``k k^T`` takes a separately loaded k^T as its right operand: triton 3.6
+on an H200 computed ``dot(k, trans(k))`` wrongly in multi-tile loops (software-pipelined,
+next to another dot), the cause of the wrong dg/dbeta (tests/test_triton_bf16_repro.py). It
+is not a proven fix (backends.Backend.lowp_dot), so bf16 operands stay on one-tile loops by
+default.
 
 Guards for the triton-ascend traps (DESIGN.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
@@ -210,6 +215,10 @@ def _bwd_task(
         b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
         if DOT_GUARD:
             b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
+        elif LOWP_DOT:
+            # k^T loaded on its own: triton 3.6 miscompiles a bf16 dot of one loaded tile with its
+            # own transpose next to another dot in a pipelined loop (tests/test_triton_bf16_repro.py).
+            b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT)
         else:
             b_kt = tl.trans(b_k)
         b_kk += _mm(b_k, b_kt, LOWP_DOT)
