@@ -95,13 +95,13 @@ def test_planted_bug_is_found_shrunk_stored_and_replayed(tmp_path: Path, monkeyp
     # Replay reproduces the failure while the bug is planted ...
     with pytest.raises(PropertyFailure):
         replay(stored, backend="cpu")
-    assert main(["replay", str(path), "--backend", "cpu"]) == 1
+    assert main(["replay", str(path), "--backend", "cpu", "--in-process"]) == 1  # where the monkeypatch is
     assert "FAIL" in capsys.readouterr().out
 
     # ... and passes once it is removed: the file stays, as the regression test of the fix.
     monkeypatch.undo()
     assert replay(load(path), backend="cpu")["w"]["rel_rms"] < 1e-5
-    assert main(["replay", str(path), "--backend", "cpu"]) == 0
+    assert main(["replay", str(path), "--backend", "cpu"]) == 0  # in the runner's child process
     assert "PASS" in capsys.readouterr().out
 
 
