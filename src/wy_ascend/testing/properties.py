@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, device_spec, resolve_backend
+from ..backends import BACKENDS, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, program_tasks
@@ -67,7 +67,11 @@ def backend_name(case: Case) -> str:
 
 
 def device_of(case: Case) -> torch.device:
-    return torch.device(DEVICE_OF[backend_name(case)])
+    """The device of the case's backend; BackendUnavailableError (with the reason) where that
+    backend cannot run, before ``torch.device("npu")`` fails without torch_npu."""
+    name = backend_name(case)
+    check_available(BACKENDS[name])
+    return torch.device(DEVICE_OF[name])
 
 
 # The UB model, restated here from the kernels' live fp32 buffers (kernels.py) on purpose: it
