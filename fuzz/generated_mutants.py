@@ -45,6 +45,8 @@ seed give the same sample on every machine. ``--uniform`` draws N from all sites
 
 Running. The working tree (less .git and caches) is copied once at the start, so edits
 made in /work/main during a run do not mix into it; the source is read from that copy.
+``--rev HEAD`` copies a commit's files instead (``git archive``), leaving out everything not
+committed, e.g. another engineer's work in progress.
 Each mutant (and the unmutated baseline first) gets its own copy of src/ with the one file
 mutated, first on PYTHONPATH, a temp Hypothesis database, fuzz report, and a regression
 store seeded with the real regressions/*.json (so CI's replay runs, and nothing real is
@@ -59,9 +61,13 @@ A helper plugin (``_wy_gen_plugin``) in each run: imports every ``wy_ascend`` mo
 (one that fails to import makes the mutant *invalid*); turns off Hypothesis' shrink phase
 for tests that do not set their own phases (shrinking only minimizes a failure already
 found, so it changes no verdict, and it is most of a failing property's time: ``--shrink``
-keeps it); orders the tests by the baseline's durations, fastest first, with the tests that
-killed earlier mutants of the same file ahead of them (``--no-reorder`` keeps pytest's
-order; a survivor runs every test either way); and notes the first failing test.
+keeps it); orders the tests: first those that killed earlier mutants of the same file, then
+the tests named after the file (``test_<stem>.py``, ``NEAR_TESTS``), each group by the
+baseline's durations, fastest first; and notes the first failing test. The command that
+killed most mutants of the file so far runs first. ``--no-reorder`` keeps pytest's and CI's
+order; a survivor runs every test of both commands either way, so no order changes a verdict
+unless a test depends on another's side effects (the killers table of the report would show
+one test killing mutants all over the package).
 
 Verdicts: ``killed`` (a command failed: pytest exit 1 or 2, or it crashed with a signal other
 than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict within
@@ -90,13 +96,16 @@ import ast
 import copy
 import difflib
 import hashlib
+import io
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -144,7 +153,14 @@ SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", 
 RANGE_CALLS = {"range", "tl.range", "tl.arange", "tl.static_range", "torch.arange"}
 QUIET_CALLS = {"print", "warnings.warn"}  # output only: neither dropped nor mutated inside
 QUIET_PREFIXES = ("logging.", "logger.", "log.", "LOG.", "_log.", "_logger.")
-DROPPABLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Break, ast.Continue)
+# Test modules likely to kill a mutant of a file, besides tests/test_<stem>.py (run ahead of the rest).
+NEAR_TESTS: dict[str, tuple[str, ...]] = {
+    "kernels.py": ("test_ops.", "test_interpreter.", "test_fuzz.py::test_oracle"),
+    "layout.py": ("test_ops.", "test_validation."),
+    "ops.py": ("test_fuzz.py::test_oracle",),
+    "validation.py": ("test_fuzz.py::test_bad_input",),
+    "planning.py": ("test_fuzz.py::test_plan_coverage",),
+}
 
 
 # --------------------------------------------------------------------------- sites and mutants
@@ -715,11 +731,12 @@ def pytest_collection_modifyitems(session, config, items):
     if not path:
         return
     order = json.loads(Path(path).read_text())
-    durations, priority = order.get("durations", {}), order.get("priority", [])
+    durations, priority, near = order.get("durations", {}), order.get("priority", []), order.get("near", [])
     rank = {nodeid: i for i, nodeid in enumerate(priority)}
     slow = max(durations.values(), default=0.0) + 1.0  # tests the baseline did not time: last
     position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (rank.get(it.nodeid, len(rank)), durations.get(it.nodeid, slow), position[id(it)]))
+    items.sort(key=lambda it: (rank.get(it.nodeid, len(rank)), not any(n in it.nodeid for n in near),
+                               durations.get(it.nodeid, slow), position[id(it)]))
 
 
 def pytest_runtest_logreport(report):
@@ -748,6 +765,7 @@ class Outcome:
     detail: str = ""
     killer: str | None = None  # first failing test (nodeid)
     command: str | None = None  # the command that decided
+    command_index: int | None = None
     durations: dict[str, float] = field(default_factory=dict)  # per test, every command that ran
     command_seconds: list[float] = field(default_factory=list)
 
@@ -758,9 +776,10 @@ class Runner:
     def __init__(self, snapshot: Path, args: argparse.Namespace) -> None:
         self.snapshot = snapshot
         self.args = args
-        self.commands: list[list[str]] = [[t] for t in args.tests] if args.tests else [list(c) for c in CI_COMMANDS]
+        self.commands = [shlex.split(t) for t in args.tests] if args.tests else [list(c) for c in CI_COMMANDS]
         self.order: dict[str, Any] = {"durations": {}, "priority": []}
         self.killers: dict[str, Counter[str]] = defaultdict(Counter)  # file -> killing test -> count
+        self.command_kills: dict[str, Counter[int]] = defaultdict(Counter)  # file -> command index -> kills
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen[str]] = set()
         self.stopping = False
@@ -775,7 +794,6 @@ class Runner:
         guard = tmp / "guard"
         env.update(
             PYTHONPATH=os.pathsep.join([str(src), str(guard), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            PYTHONDONTWRITEBYTECODE="1",
             WY_ASCEND_BACKEND=backend,
             WY_ASCEND_REGRESSIONS=str(tmp / "regressions"),
             HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"),
@@ -798,7 +816,8 @@ class Runner:
             return None
         with self.lock:
             priority = [t for t, _ in self.killers[file].most_common()] if file else []
-            doc = {"durations": dict(self.order["durations"]), "priority": priority}
+            near = [f"test_{Path(file).stem}.", *NEAR_TESTS.get(file, ())] if file else []
+            doc = {"durations": dict(self.order["durations"]), "priority": priority, "near": near}
         path = tmp / "order.json"
         path.write_text(json.dumps(doc))
         return path
@@ -825,8 +844,14 @@ class Runner:
             if order is not None:
                 env["WY_GEN_ORDER"] = str(order)
             outcome = Outcome("survived", 0.0)
-            for i, cmd in enumerate(self.commands):
-                env["WY_GEN_IMPORT_ALL"] = "1" if i == 0 else "0"
+            order = list(range(len(self.commands)))
+            if mutant is not None and not self.args.no_reorder:  # the command that killed most of this file first
+                with self.lock:
+                    kills = self.command_kills[mutant.site.file]
+                    order.sort(key=lambda i: (-kills[i], i))
+            for n, i in enumerate(order):
+                cmd = self.commands[i]
+                env["WY_GEN_IMPORT_ALL"] = "1" if n == 0 else "0"
                 left = None if timeout is None else timeout - (time.monotonic() - start)
                 step = self._one_command(cmd, env, tmp, left)
                 outcome.durations.update(step.durations)
@@ -834,6 +859,7 @@ class Runner:
                 if step.verdict != "survived":
                     outcome.verdict, outcome.detail, outcome.killer = step.verdict, step.detail, step.killer
                     outcome.command = self.command_line(cmd)
+                    outcome.command_index = i
                     break
             outcome.seconds = time.monotonic() - start
             return outcome
@@ -901,10 +927,12 @@ class Runner:
             return Outcome("killed", seconds, hand._first_failure(output), killer, durations=durations)
         return Outcome("error", seconds, f"pytest exit {rc}: {hand._first_failure(output)}", durations=durations)
 
-    def note_kill(self, file: str, killer: str | None) -> None:
-        if killer and not killer.startswith("collecting "):
-            with self.lock:
+    def note_kill(self, file: str, killer: str | None, command_index: int | None) -> None:
+        with self.lock:
+            if killer and not killer.startswith("collecting "):
                 self.killers[file][killer] += 1
+            if command_index is not None:
+                self.command_kills[file][command_index] += 1
 
     def stop(self) -> None:
         """Kill every pytest process group this runner started (Ctrl-C)."""
@@ -947,10 +975,20 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 # --------------------------------------------------------------------------- snapshot, fingerprints, report
 
 
-def snapshot_tree(dest: Path) -> Path:
-    """Copy the working tree (less .git, caches and outputs) to ``dest``/tree; return that path."""
+def snapshot_tree(dest: Path, rev: str | None = None) -> Path:
+    """Copy the working tree (less .git, caches and outputs), or the files of commit ``rev``
+    (``git archive``: what CI checks out), to ``dest``/tree; return that path."""
     tree = dest / "tree"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*SNAPSHOT_IGNORE), symlinks=True)
+    if rev is None:
+        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*SNAPSHOT_IGNORE), symlinks=True)
+        return tree
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4
+            tar.extractall(tree, filter="data")
+        else:
+            tar.extractall(tree)  # noqa: S202 - our own repository's archive
     return tree
 
 
@@ -1084,7 +1122,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds per mutant, all commands (default: 3 x the baseline's time + 120)")
     p.add_argument("--backend", help="WY_ASCEND_BACKEND of the runs (default: the environment's, else cpu)")
     p.add_argument("--tests", action="append", default=None, metavar="PATH",
-                   help="development: one pytest command per target instead of CI's commands (repeatable)")
+                   help="development: one pytest command per value instead of CI's commands (repeatable; "
+                        "'fuzz/test_fuzz.py::test_plan_coverage --profile ci' gives a command its own options)")
+    p.add_argument("--rev", metavar="REV",
+                   help="mutate and test the files of this commit (git archive, e.g. HEAD) instead of the working tree")
     p.add_argument("--report", type=Path, default=ROOT / DEFAULT_REPORT,
                    help=f"JSON report (default {DEFAULT_REPORT}; the markdown goes next to it as .md)")
     p.add_argument("--equivalent", type=Path, default=ROOT / DEFAULT_EQUIVALENT,
@@ -1122,7 +1163,8 @@ def _result(m: Mutant, verdict: str, fp: str, src_fp: str, outcome: Outcome | No
     }
     if outcome is not None:
         r.update(seconds=round(outcome.seconds, 1), detail=outcome.detail, killer=outcome.killer,
-                 command=outcome.command, command_seconds=outcome.command_seconds)
+                 command=outcome.command, command_index=outcome.command_index,
+                 command_seconds=outcome.command_seconds)
     return r
 
 
@@ -1130,7 +1172,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wy-gen-snapshot-") as snap_name:
-        snapshot = snapshot_tree(Path(snap_name))
+        try:
+            snapshot = snapshot_tree(Path(snap_name), args.rev)
+        except subprocess.CalledProcessError as e:
+            print(f"git archive {args.rev} failed: {e.stderr.decode().strip()}", file=sys.stderr)
+            return 2
         package = snapshot / "src" / PACKAGE_NAME
         operators = set(args.operators.split(","))
         sources = read_sources(package)
@@ -1211,7 +1257,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"baseline: reused from {report_path.name} ({baseline['seconds']:.0f} s)", flush=True)
         else:
             print(f"baseline (unmutated copy): {' && '.join(commands)}", flush=True)
-            out = runner.run(None, None)
+            try:
+                out = runner.run(None, None)
+            except KeyboardInterrupt:
+                runner.stop()
+                print("interrupted during the baseline", file=sys.stderr)
+                return 130
             baseline = {"verdict": out.verdict, "seconds": round(out.seconds, 1), "detail": out.detail,
                         "command_seconds": out.command_seconds, "fingerprint": fp, "durations": out.durations}
             print(f"baseline: {'pass' if out.verdict == 'survived' else out.verdict.upper()} in {out.seconds:.0f} s "
@@ -1227,7 +1278,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["timeouts_kill"] = baseline["seconds"] < timeout
         for r in results.values():  # earlier kills teach the order
             if r["verdict"] == "killed":
-                runner.note_kill(r["file"], r.get("killer"))
+                runner.note_kill(r["file"], r.get("killer"), r.get("command_index"))
         write()
         print(f"{len(mutants)} mutants, {len(mutants) - len(todo)} reused from the report, {len(todo)} to run, "
               f"jobs {args.jobs}, timeout {timeout:.0f} s", flush=True)
@@ -1236,11 +1287,14 @@ def main(argv: list[str] | None = None) -> int:
         def one(m: Mutant) -> None:
             if runner.stopping:
                 return
-            out = runner.run(m, timeout)
+            try:
+                out = runner.run(m, timeout)
+            except Exception as e:  # noqa: BLE001 - one broken run (disk full, ...) is an error, not the end
+                out = Outcome("error", 0.0, f"runner: {type(e).__name__}: {e}")
             if runner.stopping:
                 return
             if out.verdict == "killed":
-                runner.note_kill(m.site.file, out.killer)
+                runner.note_kill(m.site.file, out.killer, out.command_index)
             results[m.id] = _result(m, out.verdict, fp, src_fp, out)
             with write_lock:
                 done["n"] += 1
@@ -1249,12 +1303,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{out.killer or out.detail or ''}"[:240], flush=True)
             write()
 
+        def terminate(signum: int, frame: object) -> None:  # timeout(1), a CI step's limit: stop as on Ctrl-C
+            raise KeyboardInterrupt
+
+        previous_handler = signal.signal(signal.SIGTERM, terminate)
         pool = ThreadPoolExecutor(max_workers=args.jobs)
         futures = [pool.submit(one, m) for m in todo]
         try:
             for f in futures:
                 f.result()
         except KeyboardInterrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             runner.stop()
             for f in futures:
                 f.cancel()
@@ -1264,6 +1323,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 130
         pool.shutdown(wait=True)
+        signal.signal(signal.SIGTERM, previous_handler)
         write(final=True)
         s = doc["summary"]
         print(f"\nscore: {_pct(s['score'])} = {s['score_note']}: killed {s['killed']}, timeout {s['timeout']}, "
@@ -1273,8 +1333,7 @@ def main(argv: list[str] | None = None) -> int:
             if r["verdict"] in ("survived", "timeout", "error"):
                 print(f"  {r['verdict']:8s} {r['id']:44s} {r['description']}")
         print(f"report: {report_path} and {md_path}")
-        late = fingerprint(ROOT, f"src/{PACKAGE_NAME}")
-        if late != src_fp:
+        if args.rev is None and fingerprint(ROOT, f"src/{PACKAGE_NAME}") != src_fp:
             print(f"note: src/{PACKAGE_NAME} in {ROOT} changed during the run; the run used the copy taken at its "
                   "start", file=sys.stderr)
         return 0
