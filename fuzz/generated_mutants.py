@@ -999,8 +999,9 @@ def fingerprint(root: Path, under: str | None = None) -> str:
     for p in sorted(base.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             rel = p.relative_to(root).as_posix()
-            if rel in ("fuzz/generated_mutants.py", "fuzz/mutants.py") or rel.startswith("mutants-report"):
-                continue  # the runner itself: no verdict depends on it
+            if rel in ("fuzz/generated_mutants.py", "fuzz/mutants.py", DEFAULT_EQUIVALENT) or rel.startswith(
+                    "mutants-report"):
+                continue  # the runner, its equivalence list and its report: no verdict depends on them
             h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -1031,6 +1032,8 @@ def summarize(results: dict[str, dict[str, Any]], equivalent: list[dict[str, str
     counted = killed + counts["survived"]
     score = killed / counted if counted else None
     non_eq = counted - len(argued)
+    seconds = {v: sorted(r["seconds"] for r in results.values() if r["verdict"] == v and "seconds" in r)
+               for v in ("killed", "survived", "timeout", "invalid")}
     return {
         "killed": counts["killed"], "survived": counts["survived"], "timeout": counts["timeout"],
         "invalid": counts["invalid"], "error": counts["error"], "pending": counts["pending"],
@@ -1038,6 +1041,8 @@ def summarize(results: dict[str, dict[str, Any]], equivalent: list[dict[str, str
         "score": score,
         "argued_equivalent": len(argued),
         "score_non_equivalent": killed / non_eq if non_eq else None,
+        "median_seconds": {v: xs[len(xs) // 2] for v, xs in seconds.items() if xs},
+        "total_seconds": round(sum(sum(xs) for xs in seconds.values()), 1),
         "score_note": "(killed + timeout) / (killed + timeout + survived)" if timeouts_kill
         else "killed / (killed + survived); timeouts not counted (the baseline did not finish within the timeout)",
     }
@@ -1061,6 +1066,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"survived {s['survived']}, invalid {s['invalid']} (not counted), error {s['error']} (not counted)"
             + (f", pending {s['pending']}" if s["pending"] else "") + ".",
             f"Without the {s['argued_equivalent']} survivors argued equivalent: **{_pct(s['score_non_equivalent'])}**.",
+            "", "Median seconds per mutant: " + (", ".join(f"{v} {x:.0f}" for v, x in s["median_seconds"].items())
+                                                 or "n/a") + f"; {s['total_seconds']:.0f} s of runs in all.",
             "", f"Commands (each `-x`, without xdist, on a copy of the tree at fingerprint `{doc['fingerprint']}`, "
             f"src `{doc['src_fingerprint']}`):", ""]
     out += [f"    {c}" for c in doc["commands"]]
