@@ -29,13 +29,16 @@ annotated assignments), decorators, ``__all__``, ``from __future__`` / imports, 
 message of a ``raise`` (the ``raise`` itself can be dropped), f-strings, calls of
 ``print``/``logging``/``warnings.warn`` and ``if TYPE_CHECKING:`` blocks.
 
-A mutant's source is the original text with only the target node's span replaced by
-``ast.unparse`` of the mutated node (parenthesized) or by ``pass``: comments, formatting
-and every line number stay as they were (so the diff is the one change, tracebacks point at
-the same lines, and tests that read the source, e.g. ``inspect.getsource(kernels)``, see the
-same text). Each mutant is checked on creation: the spliced text parses to exactly the
-mutated AST (``ast.dump`` equal), i.e. it differs from the original in the targeted node
-only. Ids are ``file:line:col:operator`` (``~2`` appended when two nodes of one operator
+A mutant's source is the original text with the smallest edit inside the target node: the
+operator token, the two operand or argument texts swapped, the literal, the bound wrapped in
+``(... + 1)``, the statement replaced by ``pass`` (else, as a fallback, the node's span
+replaced by ``ast.unparse`` of the mutated node, in parentheses). Comments, formatting and
+the other lines stay as they were, so the diff is the one change, tracebacks point at the
+same lines, and tests that read the source (``inspect.getsource(kernels)``) see the same
+text; ``ast.unparse`` of the whole module would rewrite every line. Each mutant is checked
+on creation: its enclosing top-level statement parses to exactly the original one with the
+target node replaced (``ast.dump`` equal) and the module parses, i.e. it differs from the
+original in the targeted node only. Ids are ``file:line:col:operator`` (``~2`` appended when two nodes of one operator
 start at the same place, e.g. the outer ``+`` of ``a + b + c``).
 
 Sampling (``--seed``, default 0): ``--generated N`` is split over the files in proportion to
@@ -51,8 +54,9 @@ Each mutant (and the unmutated baseline first) gets its own copy of src/ with th
 mutated, first on PYTHONPATH, a temp Hypothesis database, fuzz report, and a regression
 store seeded with the real regressions/*.json (so CI's replay runs, and nothing real is
 written), and fuzz/mutants.py's guard plugin (every ``wy_ascend`` module must come from the
-mutated copy). CI's commands run one after the other, cheapest first, each with ``-x -q -p
-no:cacheprovider`` and without xdist (the parallelism is across mutants, ``--jobs``):
+mutated copy). CI's commands run one after the other (this order until one of them has
+killed more of the file's mutants than the other), each with ``-x -q -p no:cacheprovider``
+and without xdist (the parallelism is across mutants, ``--jobs``):
 
     python -m pytest tests/                    (WY_ASCEND_BACKEND=cpu)
     python -m pytest fuzz/ --profile ci
@@ -735,8 +739,18 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {nodeid: i for i, nodeid in enumerate(priority)}
     slow = max(durations.values(), default=0.0) + 1.0  # tests the baseline did not time: last
     position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (rank.get(it.nodeid, len(rank)), not any(n in it.nodeid for n in near),
-                               durations.get(it.nodeid, slow), position[id(it)]))
+
+    def key(it):  # earlier killers first, then tests near the mutated file, then the fastest
+        return (rank.get(it.nodeid, len(rank)), not any(n in it.nodeid for n in near), durations.get(it.nodeid, slow))
+
+    # Whole modules stay together (their module-scoped fixtures are set up once), ordered by their
+    # best item and then their total time; the items of a module by the same key.
+    modules = {}
+    for it in items:
+        modules.setdefault(it.nodeid.split("::")[0], []).append(it)
+    module_key = {m: (min(key(it)[:2] for it in group), sum(durations.get(it.nodeid, slow) for it in group),
+                      position[id(group[0])]) for m, group in modules.items()}
+    items.sort(key=lambda it: (module_key[it.nodeid.split("::")[0]], key(it), position[id(it)]))
 
 
 def pytest_runtest_logreport(report):

@@ -7,6 +7,7 @@ tests run cannot mix two versions); a few sites per file and operator keep this 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -178,3 +179,26 @@ def test_mutants_py_delegates_generated(capsys: pytest.CaptureFixture[str]) -> N
     assert hand.main(["--generated", "3", "--seed", "1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("generated mutants: ") and len(re.findall(r"^--- a/src/wy_ascend/", out, re.M)) == 3
+
+
+def test_plugin_orders_killers_then_near_tests_then_fast_modules(tmp_path: Path, monkeypatch) -> None:
+    order = {"durations": {"tests/test_a.py::x": 5, "tests/test_a.py::y": 1, "tests/test_b.py::z": 0.5,
+                           "tests/test_ops.py::o": 3},
+             "priority": ["tests/test_a.py::x"], "near": ["test_ops."]}
+    (tmp_path / "order.json").write_text(json.dumps(order))
+    monkeypatch.setenv("WY_MUTANT_SRC", str(tmp_path))
+    monkeypatch.setenv("WY_GEN_REPORT", str(tmp_path / "report.json"))
+    monkeypatch.setenv("WY_GEN_ORDER", str(tmp_path / "order.json"))
+    plugin: dict = {}
+    exec(compile(gm.PLUGIN, "_wy_gen_plugin", "exec"), plugin)
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    items = [Item(n) for n in ("tests/test_a.py::y", "tests/test_a.py::x", "tests/test_b.py::z", "tests/test_ops.py::o",
+                               "tests/test_new.py::n")]
+    plugin["pytest_collection_modifyitems"](None, None, items)
+    # the killer's module first (killer ahead of its neighbour), the module named near, then by time; untimed last
+    assert [i.nodeid for i in items] == ["tests/test_a.py::x", "tests/test_a.py::y", "tests/test_ops.py::o",
+                                         "tests/test_b.py::z", "tests/test_new.py::n"]
