@@ -20,7 +20,7 @@ try:
 except ImportError:  # plain `pytest tests/`: put the repository root on the path for the fuzz package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuzz.strategies import bad_input_cases, cases, chunk_sizes, plan_cases
+from fuzz.strategies import arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
 from wy_ascend import validation
 from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
 from wy_ascend.planning import UnsupportedProblemError
@@ -107,12 +107,15 @@ def test_memory_layout_fails_when_an_argument_is_read_ignoring_its_strides(name:
 
 
 def test_memory_layouts_are_drawn_for_every_argument() -> None:
-    drawn = draw_many(cases(memory=True), 300)
-    assert all(c.memory for c in drawn)
-    layouts = Counter((name, layout.split(":")[0]) for c in drawn for name, layout in c.memory.items())
-    for name in MEMORY_ARGS:
-        for kind in ("offset", "strided", "sliced", "transposed") if MEMORY_ARGS[name] > 1 else ("offset", "strided"):
-            assert layouts[name, kind] >= 1, (name, kind, layouts)
+    for ndim in (1, 2, 3, 4):
+        drawn = set(draw_many(memory_layout(ndim), 60))
+        dims = [(kind, d) for kind in ("strided", "sliced") for d in range(ndim)]
+        assert {"offset", *(f"{k}:{d}" for k, d in dims), *(f"transposed:{d}" for d in range(ndim - 1))} == drawn
+    drawn = draw_many(arguments(use_g=True, varlen=True, memory=True), 100)
+    laid_out = Counter(name for a in drawn for name in a["memory"])
+    assert all(a["memory"] for a in drawn) and all(laid_out[name] >= 10 for name in MEMORY_ARGS), laid_out
+    assert all(set(a["memory"]) <= {"chunk_indices"} for a in draw_many(arguments(True, True, False), 50))
+    assert all(c.memory for c in draw_many(cases(memory=True), 30))
 
 
 # ----------------------------------------------------------------------------- optional arguments
@@ -135,7 +138,7 @@ def test_chunk_indices_are_drawn_for_varlen_cases() -> None:
     drawn = draw_many(cases(varlen=True), 100)
     passed = [c for c in drawn if c.chunk_indices]
     assert 20 <= len(passed) <= 80
-    assert any(c.memory.get("chunk_indices", "").startswith("transposed") for c in passed)
+    assert any("chunk_indices" in c.memory for c in passed) and any("chunk_indices" not in c.memory for c in passed)
     assert not any(c.chunk_indices for c in draw_many(cases(varlen=False), 50))
 
 
