@@ -21,7 +21,7 @@ except ImportError:  # plain `pytest tests/`: put the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuzz.strategies import arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
-from wy_ascend import validation
+from wy_ascend import planning, validation
 from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.planning import plan as real_plan
@@ -190,9 +190,22 @@ def test_plan_cases_cover_every_device_and_cases_it_cannot_plan() -> None:
         assert "refused" in str(check_plan_coverage(c))
 
 
-def test_cuda_plans_split_the_batch_head_axis_at_65535() -> None:
-    metrics = check_plan_coverage(Case(T=1, H=1, HV=65536 + 5, device="cuda-H200"))
-    assert metrics["fwd"]["launches"] == 2
+def test_cuda_plans_split_the_batch_head_axis_at_65535(monkeypatch) -> None:
+    case = Case(T=1, H=1, HV=65536 + 5, device="cuda-H200")
+    assert check_plan_coverage(case)["fwd"]["launches"] == 2
+    # A planner blind to the y limit passes every other device (their block limit or core grid
+    # bounds the same launch), so only the cuda spec catches it.
+    real_split = planning.split_rectangle
+    monkeypatch.setattr(planning, "split_rectangle",
+                        lambda NT, BH, max_t, max_bh, max_area: real_split(NT, BH, max_t, 2**31 - 1, max_area))
+    real_plan.cache_clear()
+    try:
+        with pytest.raises(PropertyFailure, match="exceeds the per-axis limit"):
+            check_plan_coverage(case)
+        for device in set(DEVICES) - {"cuda-H200", "cuda-A100"}:
+            check_plan_coverage(case.replace(device=device))
+    finally:
+        real_plan.cache_clear()
 
 
 # ----------------------------------------------------------------------------- corruption positions
