@@ -4,7 +4,9 @@ A case names the layout (fixed ``B x T`` or ``cu_seqlens``), the heads and dims,
 chunk size, dtype, gate flag, the input distribution and its seed, the launch knobs and
 the backend. ``build_inputs`` rebuilds the tensors deterministically from those fields
 alone (generated in float64 on the CPU from a seeded generator, then cast and moved),
-so a case written to ``regressions/`` reproduces its failure anywhere.
+so a case written to ``regressions/`` reproduces its failure anywhere. ``arguments`` hands
+them to the ops as a caller may: optional ``chunk_indices`` passed, any argument in another
+memory layout (``memory``: offset, strided, sliced or transposed-back views of equal values).
 """
 
 from __future__ import annotations
