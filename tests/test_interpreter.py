@@ -205,3 +205,38 @@ def test_each_dot_guard_fails_the_oracle_only_under_the_emulation(mutant, tmp_pa
 def test_the_unmutated_kernels_pass_under_the_emulation() -> None:
     for case in GUARD_CASES:
         check_oracle(case)
+
+
+# ----------------------------------------------------------------------------- which interpreter
+
+
+@pytest.mark.parametrize("installed, refused", [
+    ({"triton-ascend": "3.2.0"}, None),
+    ({"triton": "3.8.0"}, "upstream triton 3.8.0;"),
+    ({"triton-ascend": "3.2.0", "triton": "3.8.0"}, "upstream triton 3.8.0 installed over triton-ascend 3.2.0"),
+])
+def test_the_cpu_backend_refuses_upstream_triton_before_any_launch(installed, refused, monkeypatch, capsys) -> None:
+    """Upstream triton's interpreter (alone, or installed over triton-ascend's files) is refused by
+    name when the backend is resolved, so replay says why and exits 2 (the backend cannot run)."""
+    from importlib import metadata
+
+    from wy_ascend import cli, interpreter
+
+    def version(dist: str) -> str:
+        if dist in installed:
+            return installed[dist]
+        raise metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(interpreter.metadata, "version", version)
+    interpreter.check_interpreter.cache_clear()  # both are cached per process: cleared before and after
+    backends.check_available.cache_clear()
+    try:
+        status = cli.main(["replay", str(ROOT / "regressions" / "oracle-72a9ba7cd5ae.json"), "--backend", "cpu"])
+    finally:
+        interpreter.check_interpreter.cache_clear()
+        backends.check_available.cache_clear()
+    out = capsys.readouterr()
+    if refused is None:
+        assert status == 0, out.out + out.err
+    else:
+        assert status == 2 and refused in out.out + out.err and "Traceback" not in out.out + out.err

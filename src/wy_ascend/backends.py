@@ -257,6 +257,10 @@ def check_available(backend: Backend) -> None:
 
         if not torch.npu.is_available():  # type: ignore[attr-defined]
             raise _unavailable(backend.name, "torch_npu sees no NPU")
+    if backend.interpret:
+        from .interpreter import check_interpreter
+
+        check_interpreter()
     if backend.device_type == "cuda" and not torch.cuda.is_available():
         raise _unavailable(backend.name, "torch sees no CUDA device")
 

@@ -81,27 +81,34 @@ def ascend_semantics(enabled: bool) -> Iterator[None]:
 
 def prepare() -> None:
     """Check the interpreter and apply the speed-ups and the emulation hooks (once)."""
-    _check_interpreter()
+    check_interpreter()
     _patch_language_once()
     _memoize_np_dtypes_once()
     _install_emulation_once()
 
 
 @cache
-def _check_interpreter() -> None:
+def check_interpreter() -> None:
     """The cpu backend needs triton-ascend's interpreter: upstream Triton's (3.6-3.8) differs in
-    the internals patched here and was seen to fail inside a launch. Refuse it with the fix."""
+    the internals patched here and was seen to fail inside a launch. Refuse it with the fix:
+    where triton-ascend is missing, and where upstream triton was installed over it (both own
+    the ``triton`` module; the one imported then is upstream's)."""
     try:
-        metadata.version(INTERPRETER_DIST)
+        ascend = metadata.version(INTERPRETER_DIST)
     except metadata.PackageNotFoundError:
-        try:
-            found = f"upstream triton {metadata.version('triton')}"
-        except metadata.PackageNotFoundError:
-            found = "a triton module of no known distribution"
-        raise BackendUnavailableError(
-            f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found}; install the cpu "
-            "extra into an environment without upstream triton (README: Install), e.g. "
-            "pip install 'wy_ascend[cpu]' --extra-index-url https://download.pytorch.org/whl/cpu") from None
+        ascend = None
+    try:
+        upstream = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        upstream = None
+    if ascend is not None and upstream is None:
+        return
+    found = (f"upstream triton {upstream}" + (f" installed over triton-ascend {ascend}" if ascend else "")
+             if upstream else "a triton module of no known distribution")
+    raise BackendUnavailableError(
+        f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found}; install the cpu "
+        "extra into an environment without upstream triton (README: Install), e.g. "
+        "pip install 'wy_ascend[cpu]' --extra-index-url https://download.pytorch.org/whl/cpu")
 
 
 @cache

@@ -110,7 +110,7 @@ def measure(case: Case, inputs: Inputs, timer: Timer = do_bench) -> dict[str, di
         nbytes = compulsory_bytes(inputs, dict(zip(names, result)), op)
         row = {"time_ms": timer(ours), "bytes": float(nbytes), "bound_ms": max(nbytes / bandwidth, floor)}
         if peer is not None:
-            row["peer_ms"] = timer(lambda theirs=theirs: theirs(*peer))
+            row["peer_ms"] = timer(functools.partial(theirs, *peer))
         out[op] = row
     return out
 
