@@ -4,6 +4,7 @@
     python fuzz/mutants.py --generated 150 --seed 3 --jobs 2 --report /tmp/m.json
     python fuzz/mutants.py --generated 150 --dry-run        # the sample and its diffs, nothing run
     python fuzz/mutants.py --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
+    python fuzz/mutants.py --generated 150 --worktree      # the working tree, uncommitted edits included
     nox -s mutants -- --generated 150 [--seed S] [--jobs J]
 
 Sites. Every ``.py`` under src/wy_ascend (kernels included) is parsed fresh at the start of
@@ -46,10 +47,11 @@ their sites (largest remainder, at least ``--min-per-file`` per file that has si
 drawn uniformly within each file by ``random.Random(f"{seed}:{file}")``: the same source and
 seed give the same sample on every machine. ``--uniform`` draws N from all sites at once.
 
-Running. The working tree (less .git and caches) is copied once at the start, so edits
-made in /work/main during a run do not mix into it; the source is read from that copy.
-``--rev HEAD`` copies a commit's files instead (``git archive``), leaving out everything not
-committed, e.g. another engineer's work in progress.
+Running. The files of a commit (``--rev``, default HEAD: ``git archive``, what CI checks
+out) are copied once at the start and the source is read from that copy, so nobody's
+uncommitted work in progress (a half-written test that hangs) and no edit made during the
+run mixes into it. ``--worktree`` copies the working tree as it is instead (less .git,
+caches and outputs).
 Each mutant (and the unmutated baseline first) gets its own copy of src/ with the one file
 mutated, first on PYTHONPATH, a temp Hypothesis database, fuzz report, and a regression
 store seeded with the real regressions/*.json (so CI's replay runs, and nothing real is
@@ -899,6 +901,9 @@ class Runner:
             _kill_group(proc)
             proc.communicate()
             return Outcome("timeout", time.monotonic() - start, f"no verdict within the timeout ({' '.join(cmd)})")
+        except BaseException:  # Ctrl-C or SIGTERM while this thread waits: the group must not outlive us
+            _kill_group(proc)
+            raise
         finally:
             with self.lock:
                 self.procs.discard(proc)
@@ -1145,8 +1150,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tests", action="append", default=None, metavar="PATH",
                    help="development: one pytest command per value instead of CI's commands (repeatable; "
                         "'fuzz/test_fuzz.py::test_plan_coverage --profile ci' gives a command its own options)")
-    p.add_argument("--rev", metavar="REV",
-                   help="mutate and test the files of this commit (git archive, e.g. HEAD) instead of the working tree")
+    p.add_argument("--rev", metavar="REV", default=None,
+                   help="mutate and test the files of this commit (git archive; default HEAD, so that the run "
+                        "is of committed work and nobody's work in progress)")
+    p.add_argument("--worktree", action="store_true",
+                   help="mutate and test the working tree as it is (uncommitted edits included) instead of a commit")
     p.add_argument("--report", type=Path, default=ROOT / DEFAULT_REPORT,
                    help=f"JSON report (default {DEFAULT_REPORT}; the markdown goes next to it as .md)")
     p.add_argument("--equivalent", type=Path, default=ROOT / DEFAULT_EQUIVALENT,
@@ -1168,6 +1176,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.generated < 1 or args.jobs < 1:
         p.error("--generated and --jobs must be >= 1")
+    if args.worktree and args.rev:
+        p.error("--worktree and --rev exclude each other")
+    if not args.worktree and args.rev is None:
+        if (ROOT / ".git").exists():
+            args.rev = "HEAD"
+        else:  # a copy without history (e.g. this tool's own snapshot): the files as they are
+            args.worktree = True
     unknown = set(args.operators.split(",")) - set(OPERATORS)
     if unknown:
         p.error(f"unknown operators {sorted(unknown)}; known: {', '.join(OPERATORS)}")
@@ -1272,6 +1287,10 @@ def main(argv: list[str] | None = None) -> int:
                 _atomic_write(report_path, json.dumps(doc, indent=1) + "\n")
                 _atomic_write(md_path, markdown(doc))
 
+        def terminate(signum: int, frame: object) -> None:  # timeout(1), a CI step's limit: stop as on Ctrl-C
+            raise KeyboardInterrupt
+
+        previous_handler = signal.signal(signal.SIGTERM, terminate)
         base_prev = previous.get("baseline") if same_setup else None
         if base_prev and base_prev.get("fingerprint") == fp and base_prev.get("verdict") == "survived":
             baseline = base_prev
@@ -1282,6 +1301,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = runner.run(None, None)
             except KeyboardInterrupt:
                 runner.stop()
+                signal.signal(signal.SIGTERM, previous_handler)
                 print("interrupted during the baseline", file=sys.stderr)
                 return 130
             baseline = {"verdict": out.verdict, "seconds": round(out.seconds, 1), "detail": out.detail,
@@ -1291,6 +1311,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["baseline"] = baseline
         if baseline["verdict"] != "survived":
             write(final=True)
+            signal.signal(signal.SIGTERM, previous_handler)
             print("the unmutated suite must pass before mutants mean anything; stopping", file=sys.stderr)
             return 2
         runner.order["durations"] = baseline.get("durations", {})
@@ -1324,10 +1345,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{out.killer or out.detail or ''}"[:240], flush=True)
             write()
 
-        def terminate(signum: int, frame: object) -> None:  # timeout(1), a CI step's limit: stop as on Ctrl-C
-            raise KeyboardInterrupt
-
-        previous_handler = signal.signal(signal.SIGTERM, terminate)
         pool = ThreadPoolExecutor(max_workers=args.jobs)
         futures = [pool.submit(one, m) for m in todo]
         try:

@@ -176,7 +176,7 @@ def test_markdown_lists_every_survivor_with_its_diff(sources: dict[str, str], si
 
 
 def test_mutants_py_delegates_generated(capsys: pytest.CaptureFixture[str]) -> None:
-    assert hand.main(["--generated", "3", "--seed", "1", "--dry-run"]) == 0
+    assert hand.main(["--generated", "3", "--seed", "1", "--dry-run", "--worktree"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("generated mutants: ") and len(re.findall(r"^--- a/src/wy_ascend/", out, re.M)) == 3
 
