@@ -130,3 +130,49 @@ def test_an_interrupt_lost_on_its_way_stops_the_run_after_the_next_case() -> Non
     finally:
         TALLY.interrupt = None
         TALLY.drain()
+
+
+# A pytest plugin for the child run: the first case to end sends this process SIGTERM from inside
+# a generator's finalizer, where the handler's KeyboardInterrupt is raised and then dropped by
+# Python ("Exception ignored"): the way the SIGTERM test hung, made certain instead of rare.
+LOSE_THE_INTERRUPT = """
+import os, signal
+from fuzz.profiles import Tally
+
+_add, _sent = Tally.add, []
+
+
+def _finalized():
+    try:
+        yield
+    finally:
+        if not _sent:
+            _sent.append(signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10000):  # the handler runs here, between two bytecodes of the finalizer
+                pass
+
+
+def add(self, *args, **kwargs):
+    gen = _finalized()
+    next(gen)
+    del gen
+    return _add(self, *args, **kwargs)
+
+
+Tally.add = add
+"""
+
+
+def test_an_interrupt_lost_in_a_finalizer_still_stops_the_run(tmp_path) -> None:
+    (tmp_path / "lose_the_interrupt.py").write_text(LOSE_THE_INTERRUPT)
+    report = tmp_path / "r.json"
+    env = fuzz_env(tmp_path, 100.0)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    proc = subprocess.run([*fuzz_cmd(report), "-p", "lose_the_interrupt"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)  # without the pending interrupt: 100000 cases, far longer
+    out = proc.stdout + proc.stderr
+    assert "Exception ignored" in out and "KeyboardInterrupt: SIGTERM" in out, out[-3000:]  # it was lost
+    assert proc.returncode == 2, out[-3000:]
+    doc = json.loads(report.read_text())
+    assert doc["interrupted"] is True and doc["tests"] == {NODE: "interrupted"}
