@@ -55,7 +55,9 @@ BACKEND_ENV = "WY_ASCEND_RUNNER_BACKEND"  # the backend whose kernels the child 
 DEFAULT_LOG = "wy-ascend-case-runner.log"
 DEFAULT_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 600.0  # the child's imports (torch, triton, torch_npu) on a loaded machine
-DUMP_GRACE_S = 1.0  # after SIGUSR1 on a timeout: time for the faulthandler dump before the kill
+# After SIGUSR1 on a timeout: time for the faulthandler dump (written from the signal handler, a
+# few KB) before the kill; every shrink step of a hang pays it once.
+DUMP_GRACE_S = 0.25
 _HEADER = struct.Struct("!Q")
 
 

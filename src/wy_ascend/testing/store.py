@@ -336,19 +336,20 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
         if cur is None or math.isclose(rec["tol"], cur["tol"], rel_tol=1e-9, abs_tol=0.0):
             continue
         s_rec, s_now = rec.get("sensitivity"), cur.get("sensitivity")
+        was_sensitivity = isinstance(s_rec, (int, float)) and rec["tol"] <= s_rec
         if stored.property != "oracle":
             why = f"the {stored.property} property's bound changed{since}"
         elif dtype == "float32":
             why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}{since}"
         elif isinstance(s_now, (int, float)) and cur["tol"] <= s_now:
             why = (f"the {dtype} bound now admits the rounding sensitivity {s_now:.3e} (properties.tolerance)"
-                   if not isinstance(s_rec, (int, float)) or rec["tol"] > s_rec else
+                   if not was_sensitivity else
                    f"the {dtype} bound is the rounding sensitivity, {s_now:.3e} now and {s_rec:.3e} when recorded "
                    "(properties.rounding_sensitivity)")
             why += since
         else:
             why = (f"the {dtype} bound is the rounding term LOW_PRECISION_FACTOR x max(round_err, u/2) "
-                   f"(properties.tolerance){' and no longer the rounding sensitivity' if s_rec is not None else ''}"
+                   f"(properties.tolerance){' and no longer the rounding sensitivity' if was_sensitivity else ''}"
                    f"{since}")
         lines.append(f"{label}: recorded tol {rec['tol']:.3e}, now {cur['tol']:.3e}: {why}")
     return lines

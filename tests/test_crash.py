@@ -1,0 +1,172 @@
+"""Crashes and hangs become files: the case runner (wy_ascend.testing.runner) end to end.
+
+A planted abort (``os.abort()`` in ``ops._Call.launch`` for T >= 33) and a planted hang
+(``time.sleep`` in ``planning.program_tasks`` for launches over 3 or more heads) are each applied to a copy of
+``src/`` (as fuzz/mutants.py does), which goes first on PYTHONPATH of a ``pytest fuzz/`` run
+with a temp store and report. The run must end normally (the abort kills a case runner's child, not
+the xdist worker), leave ``crash-*.json``/``timeout-*.json`` with the signal or the limit and
+the versions, keep the child's stack dump out of the terminal (it is in the worker's log), and
+``wy-ascend replay`` of the file must print CRASH / TIMEOUT and exit 1, with no traceback.
+The runner's own contract (failures come back as themselves, crashes, timeouts, restarts)
+is checked directly on small cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.runner import CaseCrashed, CaseRunner, CaseTimeout, RemoteTraceback
+
+ROOT = Path(__file__).resolve().parents[1]
+ABORT = ("ops.py", "        p = self.problem\n        inputs = dict(",
+         "        p = self.problem\n        if p.T >= 33:\n            import os\n            os.abort()\n"
+         "        inputs = dict(")
+# In program_tasks (the plan_coverage property's walk over a plan), not in plan: the fuzz
+# strategies plan too, in the worker itself, where no time limit applies.
+HANG = ("planning.py", '    if mode == "grid":\n        x, y = program\n',
+        '    if launch.bh_count >= 3:\n        import time\n        time.sleep(600)\n'
+        '    if mode == "grid":\n        x, y = program\n')
+PLAN_CASE = Case(T=40, HV=2)  # plan_coverage: plans only, milliseconds
+
+
+def _plant(tmp_path_factory: pytest.TempPathFactory, bug: tuple[str, str, str]) -> Path:
+    """A copy of src/ with ``bug`` planted (its snippet must occur exactly once)."""
+    src = tmp_path_factory.mktemp("planted") / "src"
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    file, snippet, replacement = bug
+    path = src / "wy_ascend" / file
+    text = path.read_text()
+    assert text.count(snippet) == 1, f"{file}: the planted snippet no longer matches the source"
+    path.write_text(text.replace(snippet, replacement))
+    return src
+
+
+@pytest.fixture(scope="module")
+def aborting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _plant(tmp_path_factory, ABORT)
+
+
+@pytest.fixture(scope="module")
+def hanging(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _plant(tmp_path_factory, HANG)
+
+
+def _env(src: Path, tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WY_ASCEND_", "PYTEST_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(src), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+               WY_ASCEND_REGRESSIONS=str(tmp / "store"), WY_ASCEND_FUZZ_REPORT=str(tmp / "report.json"),
+               WY_ASCEND_FUZZ_SCALE="0.05", WY_ASCEND_BACKEND="cpu", **extra)
+    return env
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _replay(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return _run(["-m", "wy_ascend.cli", "replay", str(path), *args], env)
+
+
+def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_path: Path) -> None:
+    env = _env(aborting, tmp_path)
+    run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "oracle or bad_input", "--profile", "ci", "-n", "2",
+                "-p", "no:cacheprovider"], env)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out  # failed tests, not a crashed worker or an internal error
+    assert "Fatal Python error" not in out and "Current thread" not in out and "node down" not in out, out
+    (path,) = sorted((tmp_path / "store").glob("crash-*.json"))
+    record = json.loads(path.read_text())
+    assert record["property"] == "oracle" and record["failure"]["type"] == "CaseCrashed"
+    assert record["failure"]["signal"] == "SIGABRT" and record["failure"]["exitcode"] == -signal.SIGABRT
+    assert set(record["versions"]) >= {"wy_ascend", "torch", "triton", "python"}
+    assert record["case"]["T"] == 33  # shrunk to the smallest length that aborts
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    # The stack dump is in the worker's log, named in the failure.
+    log = Path(record["failure"]["log"])
+    assert log.parent == tmp_path / "report.json.logs" and "Fatal Python error: Aborted" in log.read_text()
+    assert "in launch" in log.read_text()
+    # The run went on: bad_input ran its cases and passed; the report names the crash file.
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["properties"]["bad_input"]["cases"] > 0 and report["properties"]["bad_input"]["failures"] == 0
+    assert report["regressions"] == [str(path)]
+    assert "FAILED fuzz/test_fuzz.py::test_oracle" in out and "passed" in out.splitlines()[-1]
+
+    replay = _replay(path, env, "--backend", "cpu")
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert "CRASH: case crashed the runner: killed by SIGABRT" in replay.stdout
+    assert "Traceback" not in replay.stdout + replay.stderr and "Fatal Python error" not in replay.stdout + replay.stderr
+
+
+def test_planted_hang_is_a_timeout_file_and_replays_as_timeout(hanging: Path, tmp_path: Path) -> None:
+    env = _env(hanging, tmp_path, WY_ASCEND_CASE_TIMEOUT="1")
+    run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "plan_coverage", "--profile", "ci", "-p", "no:xdist",
+                "-p", "no:cacheprovider"], env)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    (path,) = sorted((tmp_path / "store").glob("timeout-*.json"))
+    record = json.loads(path.read_text())
+    assert record["property"] == "plan_coverage" and record["failure"]["type"] == "CaseTimeout"
+    assert record["failure"]["limit_s"] == 1.0 and record["case"]["B"] * record["case"]["HV"] == 3  # shrunk
+
+    assert "time.sleep" not in out and "Thread 0x" not in out, out  # the SIGUSR1 stack dump went to the log
+    assert "in program_tasks" in Path(record["failure"]["log"]).read_text()
+
+    replay = _replay(path, env, "--timeout", "1")
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert "TIMEOUT: case ran past the time limit of 1 s" in replay.stdout
+    assert "Traceback" not in replay.stdout + replay.stderr
+
+
+# ---------------------------------------------------------------------- the runner itself
+
+
+@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
+def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: Path, fork_server: bool) -> None:
+    log = tmp_path / "runner.log"
+    with CaseRunner(log, timeout_s=60, fork_server=fork_server, backend="cpu",
+                    path=[str(hanging), *sys.path]) as runner:
+        outcome = runner.run("plan_coverage", PLAN_CASE)
+        assert outcome.metrics["fwd"]["tasks"] == 6 and not outcome.compiled and outcome.cpu_seconds >= 0
+        # A property failure comes back as itself, raised at the child's line, the child's traceback its cause.
+        with pytest.raises(PropertyFailure, match="varlen_split needs a case with cu_seqlens") as info:
+            runner.run("varlen_split", PLAN_CASE)
+        assert isinstance(info.value.__cause__, RemoteTraceback)
+        assert info.traceback[-1].path.name == "properties.py"
+        pid = runner.child.pid if runner.child else None
+        # A signal is a crash; the next case gets a new child.
+        os.kill(pid, signal.SIGSEGV)  # type: ignore[arg-type]
+        with pytest.raises(CaseCrashed, match="killed by SIGSEGV") as crash:
+            runner.run("plan_coverage", PLAN_CASE)
+        assert crash.value.detail["signal"] == "SIGSEGV" and crash.value.detail["log"] == str(log)
+        assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 2
+        # Past the limit: killed, a timeout, its stacks in the log.
+        with pytest.raises(CaseTimeout, match="time limit of 1 s") as late:
+            runner.run("plan_coverage", PLAN_CASE.replace(HV=3), timeout_s=1)
+        assert late.value.detail["limit_s"] == 1
+        assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 3
+    text = log.read_text()
+    assert "Fatal Python error: Segmentation fault" in text and "in program_tasks" in text
+
+
+def test_unpicklable_exception_comes_back_as_runtime_error(tmp_path: Path) -> None:
+    from wy_ascend.testing.runner import _portable
+
+    class Odd(Exception):
+        def __init__(self, a: int, b: int) -> None:
+            super().__init__(f"{a}/{b}")
+
+    error = _portable(Odd(1, 2))
+    assert isinstance(error, RuntimeError) and "Odd: 1/2" in str(error)
+    failure = PropertyFailure("m", {"w": {"rel_rms": __import__("torch").tensor(0.5)}})
+    assert _portable(failure) is failure and failure.metrics == {"w": {"rel_rms": 0.5}}

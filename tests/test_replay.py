@@ -1,0 +1,155 @@
+"""``wy-ascend replay`` of several files, its summary table and exit status, the explanation of a
+changed bound; ``wy-ascend --version``; ``wy-ascend list`` columns; regression files are 0644.
+
+Cases replayed here are plan_coverage ones (plans only) or in-process ones, so each test runs
+in about a second (the crash and timeout verdicts are in tests/test_crash.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from wy_ascend.cli import main
+from wy_ascend.testing import store
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.runner import CaseCrashed, CaseTimeout
+from wy_ascend.testing.store import bound_changes, load, record_failure
+
+PLAN = Case(T=40, HV=2)
+
+
+def _file(tmp_path: Path, prop: str, case: Case, error: BaseException | None = None) -> Path:
+    return record_failure(prop, case, error or PropertyFailure("recorded", {}), tmp_path)
+
+
+def _table(out: str) -> dict[str, list[str]]:
+    """The summary table's rows by file name: [property, verdict, detail words...]."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:4] == ["file", "property", "verdict", "detail"])
+    return {Path(line.split()[0]).name: line.split()[1:] for line in lines[start + 1:] if line.strip()}
+
+
+def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    failing = _file(tmp_path, "varlen_split", Case(T=16))  # a genuine PropertyFailure: no cu_seqlens
+    malformed = tmp_path / "oracle-bad.json"
+    malformed.write_text("{")
+    assert main(["replay", str(passing), str(malformed), str(failing), "--backend", "cpu"]) == 1
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
+    assert rows[failing.name][:2] == ["varlen_split", "FAIL"] and "cu_seqlens" in " ".join(rows[failing.name])
+    assert rows["oracle-bad.json"][:2] == ["-", "MALFORMED"]
+    assert "summary: 3 files, 1 pass, 1 fail, 1 malformed" in out
+    assert list(rows) == [passing.name, malformed.name, failing.name]  # every file ran, in the order given
+
+
+def test_exit_status_malformed_without_failures_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    malformed = tmp_path / "oracle-bad.json"
+    malformed.write_text("[]")
+    assert main(["replay", str(passing), str(malformed), "--backend", "cpu"]) == 2
+    assert _table(capsys.readouterr().out)[passing.name][1] == "PASS"
+    assert main(["replay", str(passing), str(_file(tmp_path, "plan_coverage", PLAN.replace(T=20))),
+                 "--backend", "cpu"]) == 0
+    assert "summary: 2 files, 2 pass, 0 fail" in capsys.readouterr().out
+    assert main(["replay", str(malformed)]) == 2  # one file: no table
+    assert "summary" not in capsys.readouterr().out
+
+
+def test_crash_and_timeout_verdicts_in_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the table says for a crash and a timeout (the runner's raising them: tests/test_crash.py)."""
+    crash, late = _file(tmp_path, "oracle", Case(T=17)), _file(tmp_path, "oracle", Case(T=18))
+
+    def replay(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        if stored.case.T == 17:
+            raise CaseCrashed("case crashed the runner: killed by SIGSEGV (log: x.log)",
+                              {"signal": "SIGSEGV", "exitcode": -11, "log": "x.log"})
+        raise CaseTimeout("case ran past the time limit of 5 s and was killed", {"limit_s": 5.0, "log": "x.log"})
+
+    monkeypatch.setattr(store, "replay", replay)
+    assert main(["replay", str(crash), str(late), "--in-process"]) == 1
+    out = capsys.readouterr().out
+    assert "CRASH: case crashed the runner: killed by SIGSEGV" in out and "TIMEOUT: case ran past" in out
+    rows = _table(out)
+    assert rows[crash.name] == ["oracle", "CRASH", "killed", "by", "SIGSEGV"]
+    assert rows[late.name] == ["oracle", "TIMEOUT", "past", "5", "s"]
+    assert "summary: 2 files, 0 pass, 0 fail, 1 crash, 1 timeout" in out
+
+
+def test_crash_and_timeout_files_are_named_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    crash = _file(tmp_path, "oracle", PLAN, CaseCrashed("m", {"signal": "SIGABRT", "exitcode": -6, "log": "l"}))
+    late = _file(tmp_path, "grouped_heads", PLAN, CaseTimeout("m", {"limit_s": 120.0, "log": "l"}))
+    plain = _file(tmp_path, "oracle", PLAN)
+    assert crash.name == f"crash-{store.case_hash('oracle', PLAN)}.json"
+    assert late.name == f"timeout-{store.case_hash('grouped_heads', PLAN)}.json"
+    assert plain.name == f"oracle-{store.case_hash('oracle', PLAN)}.json"  # a crash does not take its name
+    for path in (crash, late, plain):
+        assert load(path).expected_name == path.name
+    assert load(crash).failure["signal"] == "SIGABRT" and load(late).failure["limit_s"] == 120.0
+    assert main(["list", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["file", "property", "failure", "backend", "date", "case"]
+    starts = {lines[0].index(c) for c in ("property", "failure", "backend", "date", "case")}
+    rows = {line.split()[0]: line for line in lines[1:]}
+    for line in lines[1:]:  # aligned: every column starts where its header does
+        assert all(line[i - 2:i] == "  " and line[i] != " " for i in starts), line
+    assert "crash SIGABRT" in rows[crash.name] and "timeout 120s" in rows[late.name]
+    assert "PropertyFailure" in rows[plain.name]
+
+
+def test_new_files_are_0644(tmp_path: Path) -> None:
+    old = os.umask(0o077)  # even under a strict umask: the store's files are for everyone to read
+    try:
+        path = _file(tmp_path, "oracle", PLAN)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"wy-ascend {version('wy_ascend')}"
+
+
+def _bf16_case_file(tmp_path: Path, metrics: dict) -> Path:
+    path = _file(tmp_path, "oracle", Case(T=16, dtype="bfloat16"), PropertyFailure("recorded", metrics))
+    data = json.loads(path.read_text())
+    data["versions"]["wy_ascend"] = "0.0.9"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_bound_change_explained_by_the_term_that_sets_it(tmp_path: Path) -> None:
+    stored = load(_bf16_case_file(tmp_path, {"w": {"rel_rms": 5e-3, "tol": 3.90625e-3},
+                                             "u": {"rel_rms": 1e-3, "tol": 3.90625e-3, "sensitivity": 1e-4},
+                                             "dk": {"rel_rms": 1e-3, "tol": 3.90625e-3}}))
+    now = {"w": {"rel_rms": 5e-3, "tol": 7.8125e-3, "sensitivity": 7.8125e-3},
+           "u": {"rel_rms": 1e-3, "tol": 5e-3, "sensitivity": 1e-4},
+           "dk": {"rel_rms": 1e-3, "tol": 3.90625e-3, "sensitivity": 1e-4}}
+    lines = {line.split(":")[0]: line for line in bound_changes(stored, now)}
+    assert sorted(lines) == ["u", "w"]  # dk's bound did not change
+    w, u = lines["w"], lines["u"]
+    assert w.startswith("w: recorded tol 3.906e-03, now 7.812e-03: the bfloat16 bound now admits the rounding "
+                        "sensitivity 7.812e-03 (properties.tolerance)")
+    assert "(recorded with wy_ascend 0.0.9, now" in w
+    assert u.startswith("u: recorded tol 3.906e-03, now 5.000e-03: the bfloat16 bound is the rounding term "
+                        "LOW_PRECISION_FACTOR x max(round_err, u/2) (properties.tolerance) (recorded")
+
+
+def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _bf16_case_file(tmp_path, {"w": {"rel_rms": 0.5, "tol": 1e-9}})  # a bound no run today has
+    assert main(["replay", str(path), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "bound changed since the file was recorded:" in out
+    assert "  w: recorded tol 1.000e-09, now " in out
