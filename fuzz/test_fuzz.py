@@ -13,11 +13,13 @@ case gets a fresh child) and recorded as ``regressions/crash-<hash>.json`` or
 sets ``<report>.logs/<worker>.log``). All properties run there, plan_coverage too: it cannot
 crash a device (it builds no tensor), but a planner that loops forever is a timeout to catch,
 and the child costs ~0.5 ms a case (1000 plan cases: ~0.5 s of a 160 s run).
+``WY_ASCEND_IN_PROCESS=1`` runs the cases in the worker itself instead (a debugger, a profiler).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import time
 from typing import Any
 
@@ -26,10 +28,11 @@ from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
+from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import CORRUPTIONS
-from wy_ascend.testing.runner import CaseLost, CaseRunner, case_timeout
+from wy_ascend.testing.properties import CORRUPTIONS, run_property
+from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 
 RUN = current()
 PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
@@ -62,12 +65,35 @@ def _record(prop: str, case: Case, error: BaseException) -> None:
 # profile on a loaded machine (ci: interpreter cases of up to a few seconds; nightly and large:
 # first compiles of a specialization, 17-24 s per kernel on an H200, and host oracles of
 # millions of tokens). Every shrink step of a real hang costs the limit once.
+IN_PROCESS_ENV = "WY_ASCEND_IN_PROCESS"  # 1: cases run in the worker itself (below)
 CASE_TIMEOUT_S = {"ci": 120.0, "dev": 120.0, "nightly": 900.0, "large": 1800.0, "perf": 900.0}
 _RUNNER: list[CaseRunner] = []
 
 
-def runner() -> CaseRunner:
+class _InProcess:
+    """``WY_ASCEND_IN_PROCESS=1``: cases run in the worker itself, as before the case runner (a
+    debugger or a profiler sees them; a crash ends the worker and leaves no file)."""
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def run(self, prop: str, case: Case) -> Outcome:
+        kernels = compiled_kernels()
+        try:
+            metrics = run_property(prop, case)
+        except Exception as e:
+            e.case_cpu_seconds, e.case_compiled = 0.0, compiled_kernels() != kernels  # type: ignore[attr-defined]
+            raise
+        return Outcome(metrics, 0.0, compiled_kernels() != kernels)  # its CPU time is this process's
+
+
+def runner() -> CaseRunner | _InProcess:
     """This process's case runner (started on first use, stopped at exit)."""
+    if os.environ.get(IN_PROCESS_ENV) == "1":
+        return _InProcess()
     if not _RUNNER:
         # cpu: children forked from a template (a crash's shrink candidates restart in ~10 ms);
         # a device backend spawns each child (no fork near a device runtime).
