@@ -191,7 +191,9 @@ def test_large_cases() -> None:
     assert features["tasks_beyond_block_limit"] >= 5
     assert features["batch_heads_beyond_block_limit"] >= 3
     assert features["hundreds_of_sequences"] >= 3
-    assert max(c.T for c in drawn if c.cu_seqlens is not None) >= 10**6
+    # up to millions of tokens: searched for, not read off 40 draws (their stream depends on what
+    # earlier tests of the session did to Hypothesis' global state)
+    find(large_cases(sizes, "cpu", varlen=True), lambda c: c.T >= 10**6, settings=settings(QUIET, max_examples=500))
     assert all(case_host_bytes(c) <= sizes.large_bytes for c in drawn)
     for c in draw_many(large_cases(sizes, "npu", varlen=False), 10):
         assert c.BT in (16, 32, 64) and c.cu_seqlens is None  # BT=128 does not fit the 910B's UB
