@@ -153,3 +153,29 @@ def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "PASS" in out and "bound changed since the file was recorded:" in out
     assert "  w: recorded tol 1.000e-09, now " in out
+
+
+def test_nightly_summary_counts_crashes_and_timeouts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nightly_summary", Path(__file__).parents[1] / ".ci" /
+                                                  "nightly_summary.py")
+    assert spec is not None and spec.loader is not None
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    failures = [
+        {"property": "oracle", "regression": "regressions/crash-0123456789ab.json",
+         "message": "case crashed the runner: killed by SIGABRT (log: fuzz-report.json.logs/gw3.log)"},
+        {"property": "oracle", "regression": None, "message": "case ran past the time limit of 900 s and was killed"},
+        {"property": "oracle", "regression": "regressions/oracle-0123456789ab.json", "message": "dk differs"},
+    ]
+    report = {"profile": "nightly", "backend": "npu", "total_cases": 10, "elapsed_seconds": 5.0,
+              "properties": {"oracle": {"cases": 10, "failures": 3, "seconds": 5.0}}, "failures": failures}
+    (tmp_path / "fuzz-report.json").write_text(json.dumps(report))
+    summary.main(["--outcome", "fuzz=failure", "--fuzz-report", str(tmp_path / "fuzz-report.json"),
+                  "--regressions-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Crashes: **1**, timeouts: **1**" in out and "Stack dumps: `fuzz-report.json.logs/`" in out
+    assert "- **CRASH** `oracle` `regressions/crash-0123456789ab.json`: case crashed the runner" in out
+    assert "- **TIMEOUT** `oracle` (no regression file): case ran past" in out
+    assert "- `oracle` `regressions/oracle-0123456789ab.json`: dk differs" in out
