@@ -78,6 +78,7 @@ def _replay(path: Path, env: dict[str, str], *args: str) -> subprocess.Completed
     return _run(["-m", "wy_ascend.cli", "replay", str(path), *args], env)
 
 
+@pytest.mark.slow  # a fuzz run in a subprocess: ~30-60 s on 2 idle cores
 def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_path: Path) -> None:
     env = _env(aborting, tmp_path)
     run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "oracle or bad_input", "--profile", "ci", "-n", "2",
@@ -108,6 +109,7 @@ def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_
     assert "Traceback" not in replay.stdout + replay.stderr and "Fatal Python error" not in replay.stdout + replay.stderr
 
 
+@pytest.mark.slow  # a fuzz run in a subprocess: ~30-60 s on 2 idle cores
 def test_planted_hang_is_a_timeout_file_and_replays_as_timeout(hanging: Path, tmp_path: Path) -> None:
     env = _env(hanging, tmp_path, WY_ASCEND_CASE_TIMEOUT="1")
     run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "plan_coverage", "--profile", "ci", "-p", "no:xdist",
