@@ -47,8 +47,8 @@ def _note(error: BaseException, note: str) -> None:
         error.add_note(note)
 
 
-def _record(prop: str, case: Case, error: BaseException) -> None:
-    """Write the minimal failing case to regressions/ and note it in the tally (never masks ``error``)."""
+def _record(prop: str, case: Case, error: BaseException, what: str = "minimal case") -> None:
+    """Write the failing case to regressions/ and note it in the tally (never masks ``error``)."""
     path: str | None = None
     try:
         from wy_ascend.testing.store import record_failure
@@ -57,8 +57,15 @@ def _record(prop: str, case: Case, error: BaseException) -> None:
     except Exception as e:  # noqa: BLE001 - the property failure stays the error reported
         _note(error, f"(could not record the regression: {type(e).__name__}: {e})")
     else:
-        _note(error, f"minimal case recorded in {path}")
-    TALLY.fail(prop, path, str(error).splitlines()[0] if str(error) else type(error).__name__, case.to_dict())
+        _note(error, f"{what} recorded in {path}")
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    TALLY.fail(prop, path, message if what == "minimal case" else f"({what}) {message}", case.to_dict())
+
+
+# Properties whose first crash or timeout this process has recorded before shrinking it: shrinking
+# a hang costs the time limit per candidate (900 s on a device), so a run cut short (a CI step's
+# limit, a dead device) still leaves the case it saw, as libFuzzer writes a crash at once.
+_LOST_RECORDED: set[str] = set()
 
 
 # Seconds a case may run in the runner before it is a timeout: ~30x the slowest case of the
@@ -122,6 +129,9 @@ def check(prop: str, case: Case) -> None:
             child_cpu, compiled = getattr(error, "case_cpu_seconds", 0.0), getattr(error, "case_compiled", True)
         if current_build_context().is_final:
             _record(prop, case, error)
+        elif isinstance(error, CaseLost) and prop not in _LOST_RECORDED:
+            _LOST_RECORDED.add(prop)
+            _record(prop, case, error, "first seen, unshrunk")
         raise
     finally:
         TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled)

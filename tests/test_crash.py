@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,14 @@ def _replay(path: Path, env: dict[str, str], *args: str) -> subprocess.Completed
     return _run(["-m", "wy_ascend.cli", "replay", str(path), *args], env)
 
 
+def _shrunk(store: Path, kind: str, size: Callable[[dict], int]) -> Path:
+    """The shrunk ``kind`` file of a run: the smallest case among at most two, the other being
+    the first one seen, recorded before shrinking (fuzz/test_fuzz.py) when it was not minimal."""
+    paths = sorted(store.glob(f"{kind}-*.json"))
+    assert 1 <= len(paths) <= 2, paths
+    return min(paths, key=lambda p: size(json.loads(p.read_text())["case"]))
+
+
 @pytest.mark.slow  # a fuzz run in a subprocess: ~30-60 s on 2 idle cores
 def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_path: Path) -> None:
     env = _env(aborting, tmp_path)
@@ -86,7 +95,7 @@ def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_
     out = run.stdout + run.stderr
     assert run.returncode == 1, out  # failed tests, not a crashed worker or an internal error
     assert "Fatal Python error" not in out and "Current thread" not in out and "node down" not in out, out
-    (path,) = sorted((tmp_path / "store").glob("crash-*.json"))
+    path = _shrunk(tmp_path / "store", "crash", lambda case: case["T"])
     record = json.loads(path.read_text())
     assert record["property"] == "oracle" and record["failure"]["type"] == "CaseCrashed"
     assert record["failure"]["signal"] == "SIGABRT" and record["failure"]["exitcode"] == -signal.SIGABRT
@@ -100,7 +109,7 @@ def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_
     # The run went on: bad_input ran its cases and passed; the report names the crash file.
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["properties"]["bad_input"]["cases"] > 0 and report["properties"]["bad_input"]["failures"] == 0
-    assert report["regressions"] == [str(path)]
+    assert report["regressions"] == sorted(str(p) for p in (tmp_path / "store").glob("crash-*.json"))
     assert "FAILED fuzz/test_fuzz.py::test_oracle" in out and "passed" in out.splitlines()[-1]
 
     replay = _replay(path, env, "--backend", "cpu")
@@ -116,7 +125,7 @@ def test_planted_hang_is_a_timeout_file_and_replays_as_timeout(hanging: Path, tm
                 "-p", "no:cacheprovider"], env)
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
-    (path,) = sorted((tmp_path / "store").glob("timeout-*.json"))
+    path = _shrunk(tmp_path / "store", "timeout", lambda case: case["B"] * case["HV"])
     record = json.loads(path.read_text())
     assert record["property"] == "plan_coverage" and record["failure"]["type"] == "CaseTimeout"
     assert record["failure"]["limit_s"] == 1.0 and record["case"]["B"] * record["case"]["HV"] == 3  # shrunk
