@@ -59,15 +59,17 @@ def test_perf_cases_cover_the_grid_and_shrink_to_the_smallest_shape() -> None:
     import sys
     from pathlib import Path
 
-    from hypothesis import find, settings
+    from hypothesis import Phase, find, settings
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fuzz.strategies import PERF_DIMS, PERF_MAX_ROWS, perf_cases
 
-    quiet = settings(database=None, max_examples=500)
+    # Derandomized, generation only: the same examples whatever earlier tests did to Hypothesis
+    # (a random search of 500 missed one of the ~1-in-55 combinations in a generated-mutant run).
+    quiet = settings(database=None, derandomize=True, max_examples=2000)
     smallest = find(perf_cases("cuda"), lambda c: True, settings=quiet)
     assert (smallest.K, smallest.V, smallest.H, smallest.HV, smallest.B, smallest.T) == (16, 16, 1, 1, 1, 1024)
     for dim in PERF_DIMS:
         wide = find(perf_cases("cuda"), lambda c, d=dim: c.K == d and c.V != d and c.HV == 4 * c.H and c.cu_seqlens,
-                    settings=quiet)
+                    settings=settings(quiet, phases=[Phase.generate]))
         assert wide.B * wide.T * wide.HV <= PERF_MAX_ROWS and wide.dtype == "bfloat16" and wide.use_g
