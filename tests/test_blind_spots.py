@@ -5,20 +5,12 @@ planner under test, one device spec, fixed corruption positions."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-
-try:
-    import fuzz  # noqa: F401  (importable when pytest runs from the repository root via python -m)
-except ImportError:  # plain `pytest tests/`: put the repository root on the path for the fuzz package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from drawing import draw_many
 
 from fuzz.strategies import arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
 from wy_ascend import planning, validation
@@ -37,22 +29,8 @@ from wy_ascend.testing.properties import (
     check_varlen_split,
 )
 
-QUIET = settings(database=None, derandomize=True, deadline=None, phases=[Phase.generate],
-                 suppress_health_check=list(HealthCheck))
 # Every argument passed: a gate, two sequences (2 chunks of BT=16), precomputed chunk_indices.
 FULL = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, use_g=True, chunk_indices=True)
-
-
-def draw_many(strategy: st.SearchStrategy, n: int) -> list:
-    out: list = []
-
-    @settings(QUIET, max_examples=n)
-    @given(strategy)
-    def collect(x: object) -> None:
-        out.append(x)
-
-    collect()
-    return out
 
 
 # ----------------------------------------------------------------------------- memory layout

@@ -56,12 +56,9 @@ def test_the_property_refuses_the_cpu_backend() -> None:
 
 
 def test_perf_cases_cover_the_grid_and_shrink_to_the_smallest_shape() -> None:
-    import sys
-    from pathlib import Path
 
     from hypothesis import Phase, find, settings
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fuzz.strategies import PERF_DIMS, PERF_MAX_ROWS, perf_cases
 
     # Derandomized, generation only: the same examples whatever earlier tests did to Hypothesis

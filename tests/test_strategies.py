@@ -3,19 +3,13 @@ their cost budgets, and shrink to tiny cases."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, find, given, settings
+from drawing import QUIET, draw_many
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
-
-try:
-    import fuzz  # noqa: F401  (importable when pytest runs from the repository root via python -m)
-except ImportError:  # plain `pytest tests/`: put the repository root on the path for the fuzz package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuzz import profiles
 from fuzz.strategies import (
@@ -42,22 +36,6 @@ from wy_ascend.planning import plan
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import validate
-
-QUIET = settings(database=None, derandomize=True, deadline=None, phases=[Phase.generate],
-                 suppress_health_check=list(HealthCheck))
-
-
-def draw_many(strategy: st.SearchStrategy, n: int) -> list:
-    """``n`` examples of ``strategy`` (deterministic: derandomized, no database)."""
-    out: list = []
-
-    @settings(QUIET, max_examples=n)
-    @given(strategy)
-    def collect(x: object) -> None:
-        out.append(x)
-
-    collect()
-    return out
 
 
 @pytest.fixture(scope="module")
