@@ -220,7 +220,7 @@ BROKEN = """
 
 
     @triton.jit
-    def broken(k, w, T, BT: tl.constexpr, K: tl.constexpr):
+    def broken(k, w, T, K, BT: tl.constexpr):
         o = tl.arange(0, BT)
         tl.store(w + o, tl.load(k + o) + "not a tensor")  # type error: caught by the frontend
 

@@ -3,9 +3,14 @@
 Each op has one task body (``_fwd_task``, ``_bwd_task``) that handles one (chunk, value
 head) pair, and one entry kernel that maps programs to tasks in either launch shape of
 planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
-``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
-are runtime arguments listed in ``do_not_specialize``, so splitting a grid into many
-launches never compiles a new kernel.
+``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts,
+the length T and the head counts H, HV are runtime arguments listed in ``do_not_specialize``,
+so splitting a grid into many launches or changing heads never compiles a new kernel; K and V
+are runtime arguments specialized only by class (multiple of 16 or not: specialization.py).
+The compile-time values are the tiles BT/BK/BV, the tile loops' trip counts NK = cdiv(K, BK)
+and NV = cdiv(V, BV) (constant trip counts keep each loop's compiled form: a one-tile loop
+is no loop, and the pipeliner schedules the others as it did with constexpr K and V), the
+feature flags and the dtypes.
 
 Layouts (flash-linear-attention): k [B,T,H,K], v/u [B,T,HV,V], w [B,T,HV,K],
 A [B,T,HV,BT]; beta/g/dbeta/dg are [B,T,HV] (token-major) or, with GATE_HEAD_MAJOR,
@@ -45,12 +50,14 @@ import triton.language as tl
 
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
-RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
+RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs", "H", "HV"]
+# Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
+# keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
+CLASSED_ARGS = ["K", "V"]
 
 
 @triton.jit
-def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV: tl.constexpr,
-                IS_VARLEN: tl.constexpr):
+def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV, IS_VARLEN: tl.constexpr):
     """Locate task (i_t, i_bh): batch i_b, value head i_h, first token row0 (int64, a
     row of the flattened [B*T] token axis) and n, the number of valid rows (<= BT)."""
     i_b = i_bh // HV
@@ -70,7 +77,7 @@ def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV: t
 
 
 @triton.jit
-def _gate_base(i_b, i_h, row0, T, HV: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr):
+def _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR: tl.constexpr):
     """int64 offset of token row0, head i_h in a per-token tensor: [B,HV,T] (head-major,
     token stride 1) or [B,T,HV] (token-major, token stride HV)."""
     if GATE_HEAD_MAJOR:
@@ -115,8 +122,8 @@ def _fwd_task(
     i_t, i_bh,
     k, v, beta, g, A, w, u,
     cu_seqlens, chunk_indices, T,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    H, HV, K, V,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
     DOT_GUARD: tl.constexpr,
 ):
@@ -137,7 +144,7 @@ def _fwd_task(
 
     p_v = v + (row0 * HV + i_h) * V
     p_u = u + (row0 * HV + i_h) * V
-    for i_v in range(tl.cdiv(V, BV)):
+    for i_v in range(NV):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
@@ -147,7 +154,7 @@ def _fwd_task(
 
     p_k = k + (row0 * H + i_hk) * K
     p_w = w + (row0 * HV + i_h) * K
-    for i_k in range(tl.cdiv(K, BK)):
+    for i_k in range(NK):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
@@ -160,8 +167,8 @@ def _bwd_task(
     i_t, i_bh,
     k, v, beta, g, A, dw, du, dk, dv, dbeta, dg,
     cu_seqlens, chunk_indices, T,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    H, HV, K, V,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
     DOT_GUARD: tl.constexpr,
 ):
@@ -200,7 +207,7 @@ def _bwd_task(
     p_k = k + (row0 * H + i_hk) * K
     p_dw = dw + (row0 * HV + i_h) * K  # dw and dk (per value head) share one layout
     p_dk = dk + (row0 * HV + i_h) * K
-    for i_k in range(tl.cdiv(K, BK)):
+    for i_k in range(NK):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
@@ -226,7 +233,7 @@ def _bwd_task(
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
     p_dv = dv + (row0 * HV + i_h) * V
-    for i_v in range(tl.cdiv(V, BV)):
+    for i_v in range(NV):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
@@ -252,7 +259,7 @@ def _bwd_task(
     b_dLb = b_dL * b_beta[:, None]
     b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
-    for i_k in range(tl.cdiv(K, BK)):
+    for i_k in range(NK):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
@@ -274,11 +281,12 @@ def _bwd_task(
 def wy_fwd_kernel(
     # tensors: inputs, outputs, varlen index (None when fixed-length)
     k, v, beta, g, A, w, u, cu_seqlens, chunk_indices,
-    # runtime: padded length, launch offsets and sizes (never constexpr: no recompiles)
-    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
-    # problem shape and tiles (compile-time)
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    # runtime: padded length, launch offsets and sizes, heads (never specialized: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs, H, HV,
+    # runtime dims, specialized by class only (CLASSED_ARGS)
+    K, V,
+    # tiles and tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV) (compile-time)
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
     LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
@@ -288,22 +296,23 @@ def wy_fwd_kernel(
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+                      H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
         _fwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
 def wy_bwd_kernel(
     # tensors: inputs, incoming grads, outputs (dk per value head), varlen index
     k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices,
-    # runtime: padded length, launch offsets and sizes (never constexpr: no recompiles)
-    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
-    # problem shape and tiles (compile-time)
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    # runtime: padded length, launch offsets and sizes, heads (never specialized: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs, H, HV,
+    # runtime dims, specialized by class only (CLASSED_ARGS)
+    K, V,
+    # tiles and tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV) (compile-time)
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
     LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
@@ -313,11 +322,11 @@ def wy_bwd_kernel(
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+                      H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
         _bwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
                   k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
 
 
 KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

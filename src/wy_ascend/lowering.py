@@ -16,10 +16,12 @@ The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the
 change the lowered program's structure (control flow, tensor shapes and element types, which
 arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends
 launch both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the
-backend's (npu: False, True). The other axes only enter as integer constants of address
-arithmetic, masks and trip counts (K, V, H, HV) or as the element type of a load (beta/g's dtype, cu_seqlens's), so they
-are covered along n specializations per structural combination instead of crossed (their full
-product is ~60x larger, hours on a 2-core CPU): with the representative dims d_0 < ... < d_n-1
+backend's (npu: False, True). H, HV, K and V are runtime arguments (kernels.py): K and V only
+select the tiles BK/BV, the trip counts NK/NV and their alignment class; beta/g's dtype and
+cu_seqlens's are the element type of a load. These are covered along n specializations per
+structural combination instead of crossed (their full product is ~60x larger, hours on a 2-core
+CPU), and specs that compile the same program (``Spec.specialization``: same tiles, trip counts,
+classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: on cuda, (48, 64) is the pair whose one 64-wide tile per loop
 takes LOWP_DOT for bf16), (H, HV) the (i mod m)-th of the m ratios of HEADS with that
@@ -69,13 +71,14 @@ import torch
 from . import kernels as kernels_module
 from .backends import BACKENDS, LaunchConfig
 from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
+from .specialization import Specialization, cdiv, int_class
 
 # The target the npu backend compiles for (910B, A2); the arch only matters to npubin.
 TARGET_ARCH = "Ascend910B3"
 # Axes of the enumeration (module doc). ODD_DIMS are K/V sizes real models use plus
 # non-power-of-two ones (partial tiles); every tile width the planner can pick is added to them.
 BTS = (16, 32, 64, 128)
-ODD_DIMS = (16, 48, 64, 80, 128, 256)
+ODD_DIMS = (16, 48, 64, 100, 128, 256)  # 48: an aligned partial tile, 100: the unaligned class (int_class)
 HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 INDEX_DTYPES = ("int32", "int64")
@@ -109,13 +112,13 @@ CRASH_RETRIES = 2
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
 FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
-CONSTEXPRS = ("H", "HV", "K", "V", "BT", "BK", "BV", *FLAGS)
+CONSTEXPRS = ("BT", "BK", "BV", "NK", "NV", *FLAGS)
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One compiled specialization: every constexpr of the entry kernel plus the pointer dtypes,
-    for ``backend`` (a key of STAGES)."""
+    """One specialization to lower, for ``backend`` (a key of STAGES): its representative runtime
+    dims (H, HV, K, V) and everything the compile is keyed on (``specialization``)."""
 
     kernel: str
     BT: int
@@ -152,8 +155,30 @@ class Spec:
         """Whether the backend has a unified buffer (footprint checked against it)."""
         return BACKENDS[self.backend].ub_bytes is not None
 
+    @property
+    def NK(self) -> int:
+        return cdiv(self.K, self.BK)
+
+    @property
+    def NV(self) -> int:
+        return cdiv(self.V, self.BV)
+
+    @property
+    def specialization(self) -> Specialization:
+        """The compile this spec stands for (specialization.py): specs that share it lower the
+        same program."""
+        return Specialization(
+            backend=self.backend, kernel=self.kernel, BT=self.BT, BK=self.BK, BV=self.BV, NK=self.NK, NV=self.NV,
+            K_class=int_class(self.K), V_class=int_class(self.V), USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN,
+            GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR, LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD,
+            PERSISTENT=self.PERSISTENT, dtype=self.dtype, gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
+
     def constants(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in CONSTEXPRS}
+
+    def aligned(self) -> set[str]:
+        """The class-specialized integer arguments that are multiples of 16 (the JIT's "D")."""
+        return {n for n in kernels_module.CLASSED_ARGS if int_class(getattr(self, n)) == "D"}
 
     def arg_dtype(self, name: str) -> str | None:
         """The dtype of pointer argument ``name`` (None: passed as None)."""
@@ -178,7 +203,7 @@ class Spec:
                     raise KeyError(f"constexpr {p.name!r} of {fn.__name__} has no value in wy_ascend.lowering.Spec")
                 signature[p.name] = "constexpr"
                 constants[p.name] = known[p.name]
-            elif p.name in kernels_module.RUNTIME_ARGS:
+            elif p.name in kernels_module.RUNTIME_ARGS or p.name in kernels_module.CLASSED_ARGS:
                 signature[p.name] = "i32"
             else:
                 dtype = self.arg_dtype(p.name)
@@ -238,6 +263,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
     head_majors = sorted({b.gate_head_major and hv > 1 for _, hv in HEADS})
     specs: list[Spec] = []
+    seen: set[Specialization] = set()
     skipped: dict[tuple[str, int], list[str]] = {}
     for kernel, bt, use_g, varlen, head_major, dtype, persistent in itertools.product(
         kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, (True, False)
@@ -251,14 +277,17 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
             except UnsupportedProblemError as e:
                 skipped.setdefault((kernel, bt), []).append(str(e))
                 continue
-            specs.append(Spec(
+            spec = Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
                 GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
                 DOT_GUARD=b.dot_guard,
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
                 footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
-            ))
+            )
+            if spec.specialization not in seen:  # one compile each: e.g. K=48 and K=64 share BK=64, NK=1
+                seen.add(spec.specialization)
+                specs.append(spec)
     skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]
     return specs, skips
 
@@ -327,7 +356,8 @@ def _error_text(e: BaseException) -> str:
 
 
 def lower(
-    fn: Any, signature: dict[str, str], constants: dict[str, Any], stages: tuple[str, ...] = STAGES["npu"]
+    fn: Any, signature: dict[str, str], constants: dict[str, Any], stages: tuple[str, ...] = STAGES["npu"],
+    aligned: frozenset[str] = frozenset(),
 ) -> tuple[str | None, str, bool]:
     """Lower ``fn`` through triton-ascend's frontend, then its compiler ``stages`` (of ``ttir``, ``ttadapter``).
 
@@ -341,7 +371,8 @@ def lower(
 
     target, backend, options, stage_fns = _toolchain()
     # Pointers are 16-byte aligned (torch allocations), as the JIT would specialize them.
-    hints = {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*")}
+    # So are the integers in ``aligned`` (multiples of 16: Spec.aligned).
+    hints = {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*") or p.name in aligned}
     src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
     # a fixed "hash": make_ttir would otherwise hash the printed module (slow, unused here)
     metadata = {"hash": "wy_ascend.lowering", "target": target, **options.__dict__}
@@ -379,9 +410,10 @@ def lower_spec(spec: Spec, kernels: str = KERNELS_REF) -> Result:
         signature, constants = spec.signature(fn)
     except Exception as e:  # a kernel module that does not import or does not match the spec
         return Result(spec, "FAIL", 0.0, "signature", f"{type(e).__name__}: {e}")
-    stage, message, crashed = lower(fn, signature, constants, spec.stages)
+    aligned = frozenset(spec.aligned())
+    stage, message, crashed = lower(fn, signature, constants, spec.stages, aligned)
     for _ in range(CRASH_RETRIES if crashed else 0):
-        if lower(fn, signature, constants, spec.stages)[0] is None:
+        if lower(fn, signature, constants, spec.stages, aligned)[0] is None:
             return Result(spec, "FLAKY", time.perf_counter() - start, stage, message)
     return Result(spec, "FAIL" if stage else "PASS", time.perf_counter() - start, stage, message)
 

@@ -12,6 +12,7 @@ import torch
 
 from .backends import Backend, LaunchConfig, current_config, kernel_for, resolve_backend
 from .planning import LaunchPlan, plan
+from .specialization import Specialization, of_launch
 from .validation import Problem, validate
 
 
@@ -36,7 +37,7 @@ class _Call:
     """What every launch of one op call shares: problem, backend, plan, common kwargs."""
 
     def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig | None,
-                 cu_seqlens: torch.Tensor | None) -> None:
+                 cu_seqlens: torch.Tensor | None, gate_dtype: torch.dtype) -> None:
         self.problem = problem
         self.backend: Backend = resolve_backend(backend_name, problem.device)
         self.config = current_config(config)
@@ -44,10 +45,14 @@ class _Call:
         self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=problem.BH, BT=problem.BT, K=problem.K,
                                      V=problem.V, spec=spec)
         self.kernel = kernel_for(self.backend, kernel)
-        self.dot_guard, head_major, self.emulate = self.backend.variant(self.config)
-        # Head-major beta/g only pays off with several value heads (with HV == 1 both
-        # layouts are the same contiguous vector).
-        self.head_major = head_major and problem.HV > 1
+        # The compiled kernel this call launches (every launch of the plan shares it); its flags
+        # are the launch's: head-major beta/g only with several value heads, and so on.
+        self.specialization: Specialization = of_launch(
+            self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, HV=problem.HV,
+            dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=cu_seqlens.dtype if cu_seqlens is not None else None,
+            use_g=problem.use_g, varlen=problem.varlen)
+        self.emulate = self.backend.variant(self.config)[2]
+        self.head_major = self.specialization.GATE_HEAD_MAJOR
         self.varlen_args = dict(
             cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
             chunk_indices=problem.chunk_indices,
@@ -63,8 +68,6 @@ class _Call:
         p = self.problem
         inputs = dict(k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, self.head_major),
                       g=_gate_layout(g, self.head_major), A=A.contiguous())
-        lowp_dot = self.backend.lowp_dot(p.dtype, p.K, p.V, self.plan.BK, self.plan.BV)
-        persistent = self.plan.mode == "persistent"
         with self._semantics():
             for launch in self.plan.launches:
                 self.kernel[launch.grid](  # type: ignore[index]
@@ -72,8 +75,10 @@ class _Call:
                     T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
                     num_tasks=launch.tasks, num_programs=launch.grid[0],
                     H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
+                    NK=self.specialization.NK, NV=self.specialization.NV,
                     USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                    LOWP_DOT=lowp_dot, DOT_GUARD=self.dot_guard, PERSISTENT=persistent,
+                    LOWP_DOT=self.specialization.LOWP_DOT, DOT_GUARD=self.specialization.DOT_GUARD,
+                    PERSISTENT=self.specialization.PERSISTENT,
                 )
 
     def _semantics(self) -> contextlib.AbstractContextManager[None]:
@@ -104,7 +109,7 @@ def recompute_w_u_fwd(
     passed precomputed (it is checked against ``cu_seqlens``).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices)
-    call = _Call("fwd", p, backend, config, cu_seqlens)
+    call = _Call("fwd", p, backend, config, cu_seqlens, beta.dtype)
     w = call.new((p.B, p.T, p.HV, p.K), p.dtype)
     u = call.new((p.B, p.T, p.HV, p.V), p.dtype)
     call.launch(k, v, beta, g, A, w=w, u=u)
@@ -131,7 +136,7 @@ def prepare_wy_repr_bwd(
     and omits the ln 2 of d exp2(x)/dx (the seed's and fla's convention).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices, dw=dw, du=du)
-    call = _Call("bwd", p, backend, config, cu_seqlens)
+    call = _Call("bwd", p, backend, config, cu_seqlens, beta.dtype)
     grouped = p.HV != p.H
     # With grouped heads each value head writes its own dk slice in fp32, summed below.
     dk_hv = call.new((p.B, p.T, p.HV, p.K), torch.float32 if grouped else p.dtype)

@@ -18,9 +18,11 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..backends import DEVICES, LaunchConfig
+from ..backends import BACKENDS, DEVICES, LaunchConfig
 from ..layout import prepare_chunk_indices
+from ..planning import plan
 from ..reference import build_A
+from ..specialization import Specialization, of_launch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -163,6 +165,20 @@ class Case:
     def config(self, **extra: Any) -> LaunchConfig:
         """The case's launch knobs, with NaN-poisoned outputs (an unwritten element cannot pass)."""
         return LaunchConfig(poison_outputs=True, **{**self.knobs, **extra})
+
+    def specializations(self) -> dict[str, Specialization]:
+        """The compiled kernel each op of this case launches ({"fwd": ..., "bwd": ...}), by the
+        rules ops.py launches with (specialization.of_launch; the plan's tiles need no device).
+        Raises planning.UnsupportedProblemError where the case is not plannable."""
+        backend = BACKENDS[self.backend or "cpu"]
+        config = self.config(num_cores=1)
+        spec = backend.spec(torch.device("cpu"), config)
+        varlen = self.cu_seqlens is not None
+        return {kernel: of_launch(backend, config, plan(kernel, NT=1, BH=1, BT=self.BT, K=self.K, V=self.V, spec=spec),
+                                  BT=self.BT, K=self.K, V=self.V, HV=self.HV, dtype=self.torch_dtype,
+                                  gate_dtype=self.torch_dtype, index_dtype=torch.int64 if varlen else None,
+                                  use_g=self.use_g, varlen=varlen)
+                for kernel in ("fwd", "bwd")}
 
     def replace(self, **changes: Any) -> Case:
         return dataclasses.replace(self, **changes)

@@ -1,0 +1,99 @@
+"""Kernel specializations: what one compile of an entry kernel is keyed on.
+
+Triton compiles an entry kernel once per distinct set of constexpr values, pointer dtypes and
+classes of its specialized integer arguments. In kernels.py the constexprs are the tiles (BT,
+BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
+structure, see kernels.py) and the feature flags; H, HV, T and the launch offsets are runtime
+integers that never specialize (``do_not_specialize``); K and V are runtime integers that Triton
+specializes by class (``int_class``: divisible by 16, equal to 1, other), which keeps the
+alignment facts its vectorizer needs. So a ``Specialization`` covers every problem with the same
+tiles, trip counts, flags, dtypes and K/V classes, whatever its heads, lengths and exact K and V.
+
+ops.py labels each call with its specialization (``_Call.specialization``), the lowering gate
+enumerates them (lowering.py), and the device fuzz pool draws from that enumeration
+(fuzz/pool.py), so the three agree by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .backends import Backend, LaunchConfig
+from .planning import LaunchPlan
+
+
+def int_class(x: int) -> str:
+    """Triton's specialization of an integer argument: "1" (the value 1), "D" (a multiple of
+    16: alignment known to the compiler) or "N" (neither)."""
+    if x % 16 == 0:
+        return "D"
+    return "1" if x == 1 else "N"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
+                torch.int32: "int32", torch.int64: "int64"}
+
+
+def dtype_name(dtype: torch.dtype | None) -> str | None:
+    """"float32", "bfloat16", ... for a torch dtype (None stays None)."""
+    return None if dtype is None else _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+@dataclass(frozen=True, order=True)
+class Specialization:
+    """One compiled entry kernel: every constexpr, the pointer dtypes and the K/V classes."""
+
+    backend: str
+    kernel: str
+    BT: int
+    BK: int
+    BV: int
+    NK: int
+    NV: int
+    K_class: str
+    V_class: str
+    USE_G: bool
+    IS_VARLEN: bool
+    GATE_HEAD_MAJOR: bool
+    LOWP_DOT: bool
+    DOT_GUARD: bool
+    PERSISTENT: bool
+    dtype: str
+    gate_dtype: str
+    index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
+
+    @property
+    def label(self) -> str:
+        """A stable one-line name (report keys, nightly summaries)."""
+        flags = "".join(str(int(f)) for f in (self.USE_G, self.IS_VARLEN, self.GATE_HEAD_MAJOR, self.LOWP_DOT,
+                                               self.DOT_GUARD, self.PERSISTENT))
+        return (f"{self.backend}:{self.kernel} BT={self.BT} BK={self.BK}x{self.NK} BV={self.BV}x{self.NV} "
+                f"K:{self.K_class} V:{self.V_class} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
+
+    def accepts(self, K: int, V: int) -> bool:
+        """Whether runtime dims K, V fall in this specialization (given the same tiles)."""
+        return (cdiv(K, self.BK), cdiv(V, self.BV), int_class(K), int_class(V)) == (
+            self.NK, self.NV, self.K_class, self.V_class)
+
+
+def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, HV: int,
+              dtype: torch.dtype, gate_dtype: torch.dtype, index_dtype: torch.dtype | None, use_g: bool,
+              varlen: bool) -> Specialization:
+    """The specialization ops.py launches for this plan and problem (the same rules as its launch)."""
+    dot_guard, head_major, _ = backend.variant(config)
+    return Specialization(
+        backend=backend.name, kernel=plan.kernel, BT=BT, BK=plan.BK, BV=plan.BV,
+        NK=cdiv(K, plan.BK), NV=cdiv(V, plan.BV), K_class=int_class(K), V_class=int_class(V),
+        USE_G=use_g, IS_VARLEN=varlen,
+        # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
+        GATE_HEAD_MAJOR=head_major and HV > 1,
+        LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV), DOT_GUARD=dot_guard,
+        PERSISTENT=plan.mode == "persistent", dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
+        index_dtype=dtype_name(index_dtype) if varlen else None,
+    )

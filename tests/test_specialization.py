@@ -1,0 +1,94 @@
+"""Specializations: what a launch compiles, as ops.py, cases and the lowering gate name it."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+from triton.runtime.jit import JITFunction
+
+from fuzz.strategies import cases
+from tests.drawing import draw_many
+from wy_ascend import kernels, lowering, ops
+from wy_ascend.specialization import int_class
+
+# The entry kernels' compile-time parameters: exactly what a Specialization keys on besides dtypes.
+COMPILE_TIME = {"BT", "BK", "BV", "NK", "NV", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD",
+                "PERSISTENT"}
+
+
+class _Recorder:
+    """Stands in for an entry kernel: records each launch's keyword arguments."""
+
+    def __init__(self) -> None:
+        self.launches: list[dict[str, Any]] = []
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda **kw: self.launches.append(kw)
+
+
+def test_entry_kernels_take_dims_and_heads_at_run_time() -> None:
+    for fn in kernels.KERNELS.values():
+        params = inspect.signature(fn.fn).parameters.values()
+        assert {p.name for p in params if "constexpr" in str(p.annotation)} == COMPILE_TIME
+        assert {"H", "HV", "K", "V"} <= {p.name for p in params}
+    assert {"H", "HV"} <= set(kernels.RUNTIME_ARGS) and not {"K", "V"} & set(kernels.RUNTIME_ARGS)
+
+
+@pytest.mark.parametrize("x", [1, 2, 15, 16, 17, 32, 100, 128, 4096])
+def test_int_class_is_tritons_own(x: int) -> None:
+    from triton.runtime.jit import compute_spec_key
+
+    assert int_class(x) == compute_spec_key(x, align=True)
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_ops_launch_the_cases_specialization(kernel, monkeypatch) -> None:
+    """Every launch of a call carries the constexprs, K/V classes and dtypes its case's specialization
+    names, over drawn cases (every layout, knob and variant the cpu fuzz draws; no kernel runs)."""
+    recorder = _Recorder()
+    monkeypatch.setattr(ops, "kernel_for", lambda backend, name: recorder)
+    for case in draw_many(cases(backend="cpu"), 60):
+        recorder.launches.clear()
+        x = case.arguments(case.build_inputs())
+        common = dict(g=x["g"], cu_seqlens=x["cu_seqlens"], chunk_indices=x.get("chunk_indices"), backend="cpu",
+                      config=case.config())
+        if kernel == "fwd":
+            ops.recompute_w_u_fwd(x["k"], x["v"], x["beta"], x["A"], **common)
+        else:
+            ops.prepare_wy_repr_bwd(x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], **common)
+        spec = case.specializations()[kernel]
+        assert recorder.launches
+        for kw in recorder.launches:
+            assert {n: kw[n] for n in COMPILE_TIME} == {n: getattr(spec, n) for n in COMPILE_TIME}
+            assert (int_class(kw["K"]), int_class(kw["V"])) == (spec.K_class, spec.V_class)
+            assert (kw["H"], kw["HV"], kw["K"], kw["V"]) == (case.H, case.HV, case.K, case.V)
+            assert str(kw["k"].dtype).removeprefix("torch.") == spec.dtype
+            assert str(kw["beta"].dtype).removeprefix("torch.") == spec.gate_dtype
+
+
+def test_the_lowering_gate_lowers_each_specialization_once() -> None:
+    specs, _ = lowering.enumerate_specs()
+    keys = [s.specialization for s in specs]
+    assert len(keys) == len(set(keys))
+    classes = {(s.backend, s.specialization.K_class) for s in specs}
+    assert {("npu", "D"), ("npu", "N"), ("cuda", "D"), ("cuda", "N")} <= classes
+    # JITFunction of the raw function: conftest.py may have made the kernels interpreter functions
+    sig, constants = specs[0].signature(JITFunction(kernels.KERNELS[specs[0].kernel].fn))
+    assert all(sig[n] == "i32" for n in ("H", "HV", "K", "V")) and set(constants) >= COMPILE_TIME
+
+
+def test_a_spec_and_a_case_of_its_dims_agree() -> None:
+    """The lowering gate's name for a spec is what a case of the same dims launches."""
+    from wy_ascend.testing.case import Case
+
+    specs, _ = lowering.enumerate_specs()
+    for s in [s for s in specs if s.backend == "cuda"][:200]:
+        case = Case(H=s.H, HV=s.HV, K=s.K, V=s.V, BT=s.BT, dtype=s.dtype, use_g=s.USE_G, backend="cuda",
+                    cu_seqlens=(0, s.BT) if s.IS_VARLEN else None,
+                    knobs={"mode": "persistent" if s.PERSISTENT else "grid"})
+        got = case.specializations()[s.kernel]
+        want = s.specialization
+        # the case's gate and index dtypes are its own (gate = I/O dtype, cu_seqlens int64)
+        assert got == type(want)(**{**want.__dict__, "gate_dtype": got.gate_dtype, "index_dtype": got.index_dtype})
