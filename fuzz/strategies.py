@@ -30,6 +30,7 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from fuzz.pool import Entry
 from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
 from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
@@ -124,6 +125,10 @@ def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
     return draw(st.integers(16, sizes.max_dim))
 
 
+# Knobs that change the tiles a case compiles (a pooled case keeps its entry's tiles).
+TILE_KNOBS = ("tile_cap", "ub_bytes")
+
+
 def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:
     """One strategy per launch knob; small values (down to 1) unless ``large`` (then few launches)."""
     default_mode = BACKENDS[backend].mode
@@ -150,11 +155,15 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
 
 @st.composite
 def launch_knobs(
-    draw: st.DrawFn, backend: str = "cpu", BT: int = 16, *, require_partition: bool = False, large: bool = False
+    draw: st.DrawFn, backend: str = "cpu", BT: int = 16, *, require_partition: bool = False, large: bool = False,
+    keep_tiles: bool = False,
 ) -> dict[str, Any]:
     """Launch knobs (empty = the backend's defaults); ``require_partition`` adds at least one
-    knob that re-partitions the work (what launch_invariance compares against the defaults)."""
+    knob that re-partitions the work (what launch_invariance compares against the defaults);
+    ``keep_tiles`` leaves out the knobs that change tiles (pooled cases)."""
     values = knob_values(backend, BT, large)
+    if keep_tiles:
+        values = {k: v for k, v in values.items() if k not in TILE_KNOBS}
     knobs = dict(draw(st.fixed_dictionaries({}, optional=values)))
     if require_partition and not any(k in knobs for k in PARTITION_KNOBS):
         name = draw(st.sampled_from([k for k in PARTITION_KNOBS if k in values]))
@@ -278,6 +287,34 @@ def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool) -> dict[
 # ----------------------------------------------------------------------------- cases
 
 
+@st.composite
+def pooled(draw: st.DrawFn, pool: tuple[Entry, ...], sizes: Sizes, *, grouped: bool = False,
+           varlen: bool | None = None, dim_cap: int | None = None) -> tuple[Any, ...]:
+    """(H, HV, K, V, BT, dtype, use_g, varlen) of a case of one ``pool`` entry: heads, K and V vary
+    within the entry (fuzz/pool.py); entries that cannot give ``grouped``/``varlen`` are left out
+    (all of the backend's entries when none of the pool can: a compile outside the pool)."""
+    from fuzz.pool import entries
+
+    def fits(e: Entry) -> bool:
+        t = e.template
+        return ((varlen is None or (t.cu_seqlens is not None) == varlen)
+                and not (grouped and e.head_major and t.HV == 1))
+
+    choices = [e for e in pool if fits(e)] or [e for e in entries(pool[0].template.backend or "cpu") if fits(e)]
+    entry = draw(st.sampled_from(choices))
+    t = entry.template
+    if entry.head_major and t.HV == 1:  # beta/g head-major exactly when HV > 1: keep HV = 1
+        H = HV = 1
+    else:
+        H, HV = draw(heads(sizes, grouped))
+        if entry.head_major and HV == 1:
+            HV = 2 * H
+    cap = min(sizes.max_dim, dim_cap or sizes.max_dim)
+    K = draw(st.sampled_from([k for k in entry.K_choices if k <= cap] or entry.K_choices))
+    V = draw(st.sampled_from([v for v in entry.V_choices if v <= cap] or entry.V_choices))
+    return H, HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None
+
+
 def chunk_budget(sizes: Sizes, backend: str, HV: int, K: int, V: int, BT: int, knobs: dict[str, Any]) -> int:
     """Chunks a case may have under ``sizes.max_tasks`` given its heads and tiles."""
     factor = max(1, tiles_per_task(backend, BT, K, V, knobs) // 2)
@@ -294,16 +331,21 @@ def cases(
     grouped: bool = False,
     partition_knobs: bool = False,
     memory: bool = False,
+    pool: tuple[Entry, ...] | None = None,
 ) -> Case:
     """A valid, plannable case on ``backend``. ``varlen``: True/False forces a packed/fixed batch;
     ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches;
-    ``memory``: arguments in memory layouts other than contiguous (``arguments``)."""
-    H, HV = draw(heads(sizes, grouped))
-    K, V = draw(dims(sizes)), draw(dims(sizes))
-    BT = draw(chunk_sizes(backend))
-    dtype = draw(st.sampled_from(tuple(DTYPES)))
-    use_g = draw(st.booleans())
-    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs))
+    ``memory``: arguments in memory layouts other than contiguous (``arguments``); ``pool``: the
+    structure comes from one of its entries (``pooled``), so the case compiles nothing new."""
+    if pool:
+        H, HV, K, V, BT, dtype, use_g, varlen = draw(pooled(pool, sizes, grouped=grouped, varlen=varlen))
+    else:
+        H, HV = draw(heads(sizes, grouped))
+        K, V = draw(dims(sizes)), draw(dims(sizes))
+        BT = draw(chunk_sizes(backend))
+        dtype = draw(st.sampled_from(tuple(DTYPES)))
+        use_g = draw(st.booleans())
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool)))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
     args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
@@ -347,6 +389,7 @@ def large_cases(
     grouped: bool = False,
     partition_knobs: bool = False,
     memory: bool = False,
+    pool: tuple[Entry, ...] | None = None,
 ) -> Case:
     """An accelerator-sized case within ``sizes.large_bytes`` of host memory, one of LARGE_KINDS
     (flags as for ``cases``):
@@ -356,14 +399,19 @@ def large_cases(
     * ``long_varlen``: up to ``large_tokens`` packed tokens in hundreds of sequences: one long
       sequence among short ones, empty and length-1 sequences, chunk-boundary lengths.
     """
+    head_sizes = sizes.scaled(max_heads=min(sizes.max_heads, 4))
+    if pool:
+        H, HV, K, V, BT, dtype, use_g, varlen = draw(pooled(pool, head_sizes, grouped=grouped, varlen=varlen,
+                                                            dim_cap=max(LARGE_DIMS)))
+    else:
+        H, HV = draw(heads(head_sizes, grouped))
+        K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
+        BT = draw(chunk_sizes(backend))
+        dtype = draw(st.sampled_from(tuple(DTYPES)))
+        use_g = draw(st.booleans())
     kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
     kind = draw(st.sampled_from(kinds))
-    H, HV = draw(heads(sizes.scaled(max_heads=min(sizes.max_heads, 4)), grouped))
-    K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
-    BT = draw(chunk_sizes(backend))
-    dtype = draw(st.sampled_from(tuple(DTYPES)))
-    use_g = draw(st.booleans())
-    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True))
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True, keep_tiles=bool(pool)))
     max_tokens = min(sizes.large_tokens, sizes.large_bytes // host_bytes_per_token(H, HV, K, V, BT))
     layout: dict[str, Any]
     if kind == "long_grid":

@@ -29,6 +29,13 @@ def _gate_layout(x: torch.Tensor | None, head_major: bool) -> torch.Tensor | Non
     return x.transpose(1, 2).contiguous() if head_major else x.contiguous()
 
 
+def _aligned(x: torch.Tensor | None) -> torch.Tensor | None:
+    """``x``, or a copy of it where its data does not start on a 16-byte boundary: Triton
+    specializes pointer arguments on that alignment, so an offset view (``x[1:]`` is contiguous)
+    would compile a second kernel, without vector loads."""
+    return x.clone() if x is not None and x.data_ptr() % 16 else x
+
+
 def _from_gate_layout(x: torch.Tensor, head_major: bool) -> torch.Tensor:
     return x.transpose(1, 2).contiguous() if head_major else x
 
@@ -63,15 +70,16 @@ class _Call:
 
     def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,
                **tensors: torch.Tensor | None) -> None:
-        """Run every launch of the plan on the op's inputs (made contiguous, beta/g in the
-        backend's layout) and ``tensors``; offsets and sizes are runtime arguments."""
+        """Run every launch of the plan on the op's inputs (made contiguous and 16-byte aligned,
+        beta/g in the backend's layout) and ``tensors``; offsets and sizes are runtime arguments."""
         p = self.problem
         inputs = dict(k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, self.head_major),
-                      g=_gate_layout(g, self.head_major), A=A.contiguous())
+                      g=_gate_layout(g, self.head_major), A=A.contiguous(), **tensors, **self.varlen_args)
+        args = {name: _aligned(x) for name, x in inputs.items()}
         with self._semantics():
             for launch in self.plan.launches:
                 self.kernel[launch.grid](  # type: ignore[index]
-                    **inputs, **tensors, **self.varlen_args,
+                    **args,
                     T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
                     num_tasks=launch.tasks, num_programs=launch.grid[0],
                     H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,

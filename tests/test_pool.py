@@ -1,0 +1,89 @@
+"""The device fuzz pool (fuzz/pool.py): entries, rotation, pooled cases, warm-up."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from fuzz import pool
+from fuzz.strategies import cases, large_cases
+from tests.drawing import draw_many
+from wy_ascend import lowering
+
+
+@pytest.mark.parametrize("backend", ["cuda", "npu"])
+def test_entries_hold_every_specialization_the_lowering_gate_lowers(backend) -> None:
+    """Every lowered spec whose case plans has its compile in some entry (gate dtype and
+    cu_seqlens dtype aside: cases use the I/O dtype and int64), and entries never overlap."""
+    entries = pool.entries(backend)
+    labels = [label for e in entries for label in e.labels]
+    assert len(labels) == len(set(labels))
+    held = {label.rsplit(" ", 1)[0] for label in labels}  # without the dtype triple
+    specs, _ = lowering.backend_specs(backend, lowering.LaunchConfig(num_cores=1))
+    bwd_plans = {(s.BT, s.K, s.V) for s in specs if s.kernel == "bwd"}
+    for s in specs:
+        if (s.BT, s.K, s.V) in bwd_plans:  # both kernels plan: a case can launch it
+            assert s.specialization.label.rsplit(" ", 1)[0] in held, s.label
+
+
+def test_consecutive_nights_cover_every_entry() -> None:
+    entries = pool.entries("cuda")
+    for size in (1, 7, 24, len(entries) - 1, len(entries) + 5):
+        nights = pool.nights_to_cover(len(entries), size)
+        for first in (0, 20422, 31):
+            seen = {e.name for d in range(first, first + nights) for e in pool.select(entries, size, d)}
+            assert seen == {e.name for e in entries}
+            assert len(pool.select(entries, size, first)) == min(size, len(entries))
+        assert pool.select(entries, size, 5) == pool.select(entries, size, 5)
+
+
+@pytest.mark.parametrize("flags", [{}, {"varlen": True}, {"varlen": False}, {"grouped": True},
+                                   {"partition_knobs": True, "memory": True}])
+@pytest.mark.parametrize("backend", ["cuda", "npu"])
+def test_pooled_cases_launch_only_their_pools_specializations(backend, flags) -> None:
+    chosen = pool.select(pool.entries(backend), 24, 20422)
+    drawn = draw_many(cases(backend=backend, pool=chosen, **flags), 60)
+    drawn += draw_many(large_cases(backend=backend, pool=chosen, **flags), 10)
+    for case in drawn:
+        assert any(e.accepts(case) for e in chosen), case
+        assert case.specializations()["fwd"].label in {label for e in chosen for label in e.labels}
+    assert len({(c.H, c.HV) for c in drawn}) > 3 and len({c.K for c in drawn}) > 3  # runtime dims vary
+    assert len({c.BT for c in drawn}) > 1 and len({c.dtype for c in drawn}) > 1  # a night's pool is varied
+    if flags.get("grouped"):
+        assert all(c.HV > c.H for c in drawn)
+    if "varlen" in flags:
+        assert all((c.cu_seqlens is not None) == flags["varlen"] for c in drawn)
+
+
+def test_k_choices_share_the_entrys_compiles() -> None:
+    e = pool.entries("cuda")[5]
+    assert e.template.K in e.K_choices and e.template.V in e.V_choices
+    for K in e.K_choices[:: max(1, len(e.K_choices) // 8)]:
+        assert e.accepts(e.template.replace(K=K))
+    outside = [K for K in range(16, 257) if K not in e.K_choices]
+    assert outside and not any(e.accepts(e.template.replace(K=K)) for K in outside[:: max(1, len(outside) // 8)])
+
+
+def test_pool_size_and_date_come_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv(pool.POOL_ENV, "0")
+    assert pool.pool_size(24) is None
+    monkeypatch.setenv(pool.POOL_ENV, "7")
+    assert pool.pool_size(24) == 7
+    monkeypatch.setenv(pool.POOL_ENV, "many")
+    with pytest.raises(ValueError, match=pool.POOL_ENV):
+        pool.pool_size(24)
+    monkeypatch.delenv(pool.POOL_ENV)
+    assert pool.pool_size(24) == 24 and pool.run_pool("cpu", 24) is None  # the interpreter compiles nothing
+    monkeypatch.setenv(pool.DATE_ENV, "1970-01-03")
+    assert pool.rotation_day() == 2
+    monkeypatch.setenv(pool.DATE_ENV, "yesterday")
+    with pytest.raises(ValueError, match=pool.DATE_ENV):
+        pool.rotation_day()
+
+
+def test_warm_up_runs_each_entry_in_a_worker_and_reports_progress() -> None:
+    entries = [e for e in pool.entries("cpu") if e.template.BT == 16][:2]
+    out = io.StringIO()
+    seconds = pool.warm_up(tuple(entries), jobs=2, out=out)
+    assert seconds > 0 and "2/2 entries" in out.getvalue() and "Error" not in out.getvalue()
