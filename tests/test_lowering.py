@@ -70,6 +70,7 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
         assert values(ks, "index_dtype") == {None, *lowering.INDEX_DTYPES}
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
+        assert {(s.EVEN_K, s.EVEN_V) for s in ks} == {(a, b) for a in (False, True) for b in (False, True)}
         # every tile width the UB model yields for these dims and BTs is lowered
         tiles = {ub_tile(s.BT, d, kernel, UB, 128) for s in ks for d in dims}
         assert values(ks, "BK") | values(ks, "BV") == tiles
@@ -106,7 +107,10 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
     assert all(lowp == ({False, True} if combo[-1] == "bfloat16" else {False}) for combo, lowp in by_combo.items())
     assert {s.footprint for s in cuda_specs} == {0} and not any(s.has_ub for s in cuda_specs)
     assert all(s.stages == ("ttir",) and s.label.startswith("cuda ") for s in cuda_specs)
-    assert len(cuda_specs) < 1500  # a frontend + ttir lowering each (~0.1 s): minutes at most
+    assert len(cuda_specs) <= 1536  # a frontend + ttir lowering each (~0.1 s): minutes at most
+    # full and partial last tiles in all four ways, and the headline (one full tile each, bf16 dots)
+    for backend_specs in (cuda_specs, [s for s in cuda_specs if s.LOWP_DOT]):
+        assert {(s.EVEN_K, s.EVEN_V) for s in backend_specs} == {(a, b) for a in (False, True) for b in (False, True)}
 
 
 def test_bwd_bt128_is_skipped_by_the_ub_model() -> None:

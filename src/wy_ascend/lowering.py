@@ -23,8 +23,10 @@ structural combination instead of crossed (their full product is ~60x larger, ho
 CPU), and specs that compile the same program (``Spec.specialization``: same tiles, trip counts,
 classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
-(d_i, d_(i + 1) mod n) (neighbours: on cuda, (48, 64) is the pair whose one 64-wide tile per loop
-takes LOWP_DOT for bf16), (H, HV) the (i mod m)-th of the m ratios of HEADS with that
+(d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
+meet in all four ways, EVEN_K/EVEN_V; on cuda (64, 80) takes LOWP_DOT for bf16 with one tile per
+loop), and one more has SQUARE (the headline K = V = 128: both tiles full, LOWP_DOT on cuda),
+(H, HV) the (i mod m)-th of the m ratios of HEADS with that
 GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
 So every K and V value (hence every tile BK/BV the planner picks, and on cuda both LOWP_DOT
 values for bf16) appears with every structural combination, and every head ratio, gate dtype and
@@ -78,7 +80,8 @@ TARGET_ARCH = "Ascend910B3"
 # Axes of the enumeration (module doc). ODD_DIMS are K/V sizes real models use plus
 # non-power-of-two ones (partial tiles); every tile width the planner can pick is added to them.
 BTS = (16, 32, 64, 128)
-ODD_DIMS = (16, 48, 64, 100, 128, 256)  # 48: an aligned partial tile, 100: the unaligned class (int_class)
+ODD_DIMS = (16, 64, 80, 100, 128, 256)  # 80: an aligned partial tile, 100: an unaligned one (int_class)
+SQUARE = (128, 128)
 HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 INDEX_DTYPES = ("int32", "int64")
@@ -112,7 +115,7 @@ CRASH_RETRIES = 2
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
 FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
-CONSTEXPRS = ("BT", "BK", "BV", "NK", "NV", *FLAGS)
+CONSTEXPRS = ("BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", *FLAGS)
 
 
 @dataclass(frozen=True)
@@ -164,12 +167,21 @@ class Spec:
         return cdiv(self.V, self.BV)
 
     @property
+    def EVEN_K(self) -> bool:
+        return self.K % self.BK == 0
+
+    @property
+    def EVEN_V(self) -> bool:
+        return self.V % self.BV == 0
+
+    @property
     def specialization(self) -> Specialization:
         """The compile this spec stands for (specialization.py): specs that share it lower the
         same program."""
         return Specialization(
             backend=self.backend, kernel=self.kernel, BT=self.BT, BK=self.BK, BV=self.BV, NK=self.NK, NV=self.NV,
-            K_class=int_class(self.K), V_class=int_class(self.V), USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN,
+            K_class=int_class(self.K), V_class=int_class(self.V), EVEN_K=self.EVEN_K, EVEN_V=self.EVEN_V,
+            USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN,
             GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR, LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD,
             PERSISTENT=self.PERSISTENT, dtype=self.dtype, gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
 
@@ -269,8 +281,8 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
         kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, (True, False)
     ):
         heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
-        for i, k in enumerate(dims):
-            v = dims[(i + 1) % len(dims)]
+        pairs = [(k, dims[(i + 1) % len(dims)]) for i, k in enumerate(dims)] + [SQUARE]
+        for i, (k, v) in enumerate(pairs):
             h, hv = heads[i % len(heads)]
             try:
                 p = plan(kernel, NT=1, BH=hv, BT=bt, K=k, V=v, spec=device_spec)

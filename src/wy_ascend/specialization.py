@@ -3,7 +3,8 @@
 Triton compiles an entry kernel once per distinct set of constexpr values, pointer dtypes and
 classes of its specialized integer arguments. In kernels.py the constexprs are the tiles (BT,
 BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
-structure, see kernels.py) and the feature flags; H, HV, T and the launch offsets are runtime
+structure, see kernels.py), whether K and V fill their tiles (EVEN_K, EVEN_V: then the kernel
+takes them as constants) and the feature flags; H, HV, T and the launch offsets are runtime
 integers that never specialize (``do_not_specialize``); K and V are runtime integers that Triton
 specializes by class (``int_class``: divisible by 16, equal to 1, other), which keeps the
 alignment facts its vectorizer needs. So a ``Specialization`` covers every problem with the same
@@ -58,6 +59,8 @@ class Specialization:
     NV: int
     K_class: str
     V_class: str
+    EVEN_K: bool  # K == NK * BK: the kernel takes K as a constant (kernels.py)
+    EVEN_V: bool
     USE_G: bool
     IS_VARLEN: bool
     GATE_HEAD_MAJOR: bool
@@ -73,13 +76,15 @@ class Specialization:
         """A stable one-line name (report keys, nightly summaries)."""
         flags = "".join(str(int(f)) for f in (self.USE_G, self.IS_VARLEN, self.GATE_HEAD_MAJOR, self.LOWP_DOT,
                                                self.DOT_GUARD, self.PERSISTENT))
+        k = "even" if self.EVEN_K else self.K_class
+        v = "even" if self.EVEN_V else self.V_class
         return (f"{self.backend}:{self.kernel} BT={self.BT} BK={self.BK}x{self.NK} BV={self.BV}x{self.NV} "
-                f"K:{self.K_class} V:{self.V_class} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
+                f"K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
 
     def accepts(self, K: int, V: int) -> bool:
         """Whether runtime dims K, V fall in this specialization (given the same tiles)."""
-        return (cdiv(K, self.BK), cdiv(V, self.BV), int_class(K), int_class(V)) == (
-            self.NK, self.NV, self.K_class, self.V_class)
+        return (cdiv(K, self.BK), cdiv(V, self.BV), int_class(K), int_class(V), K % self.BK == 0,
+                V % self.BV == 0) == (self.NK, self.NV, self.K_class, self.V_class, self.EVEN_K, self.EVEN_V)
 
 
 def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, HV: int,
@@ -90,6 +95,7 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
     return Specialization(
         backend=backend.name, kernel=plan.kernel, BT=BT, BK=plan.BK, BV=plan.BV,
         NK=cdiv(K, plan.BK), NV=cdiv(V, plan.BV), K_class=int_class(K), V_class=int_class(V),
+        EVEN_K=K % plan.BK == 0, EVEN_V=V % plan.BV == 0,
         USE_G=use_g, IS_VARLEN=varlen,
         # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
         GATE_HEAD_MAJOR=head_major and HV > 1,
