@@ -10,6 +10,9 @@ that ran cases, summed) and the summary says they are partial; a report marked
 ``interrupted`` is flagged the same way. Cases that crashed or hung their case runner
 (``crash-*.json``/``timeout-*.json``, wy_ascend.testing.runner) are counted apart and marked
 CRASH/TIMEOUT, with the runner logs' directory (``fuzz-report.json.logs/``, in the artifact).
+The fuzzing section also has the run's time by column (worker-seconds per property and in total,
+fuzz/counts.py), the number of kernel specializations launched and, for a run with a pool,
+how much of the pool got a case and which pool specializations got none.
 Exit status 1 when a step failed or a new regression file appeared (the job's verdict, since
 the test steps run with continue-on-error so that every report gets written), else 0.
 
@@ -28,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for fuzz.counts
-from fuzz.counts import Counts, rate  # noqa: E402  (no third-party imports: works when the setup step failed)
+from fuzz.counts import (  # noqa: E402  (no third-party imports: works when the setup step failed)
+    CASE_COLUMNS,
+    RUN_COLUMNS,
+    Counts,
+    breakdown,
+    pool_coverage,
+    pool_line,
+    rate,
+)
 
 SLOWDOWN_PCT = 10.0  # a benchmark this much slower than its baseline is flagged (not failed: noise)
 
@@ -77,12 +88,16 @@ def parts_report(report: Path | None) -> dict[str, Any] | None:
     times = [(d["started"], d["updated"]) for d in docs if isinstance(d.get("started"), (int, float))
              and isinstance(d.get("updated"), (int, float))]
     elapsed = max(u for _, u in times) - min(s for s, _ in times) if times else 0.0
+    pool = next((d["pool"] for d in docs if d.get("pool") is not None), None)
     return {"profile": docs[0].get("profile"), "backend": docs[0].get("backend"), "interrupted": True,
             "parts": f"{directory.name}/ ({len(docs)} file(s))", "properties": properties, "failures": failures,
             "regressions": sorted({f["regression"] for f in failures if f.get("regression")}),
             "total_cases": total, "elapsed_seconds": elapsed,
             "cases_per_second": rate(total, elapsed),
-            "workers": {str(d.get("worker")): d.get("device") for d in docs}}
+            "workers": {str(d.get("worker")): d.get("device") for d in docs},
+            "specializations": counts.specializations, **pool_coverage(pool, counts.specializations),
+            # from the first progress file's start (after any warm-up) to the last one's update
+            "time": breakdown(properties, elapsed, len(docs), 0.0)}
 
 
 def lost_kind(failure: dict[str, Any]) -> str | None:
@@ -118,6 +133,13 @@ def fuzz_section(report: Any, logs: str = "fuzz-report.json.logs/") -> list[str]
         warm_rate = rate(p.get("warm_cases", 0), p.get("warm_seconds", 0))
         lines.append(f"| {name} | {p.get('cases', 0)} | {p.get('failures', 0)} | {p.get('seconds', 0):.1f} "
                      f"| {p.get('warm_cases', 0)} | {'-' if warm_rate is None else f'{warm_rate:.2f}'} |")
+    lines += time_lines(report)
+    if "specializations" in report:
+        lines += ["", f"Kernel specializations launched: {len(report['specializations'])} "
+                  "(cases of each: `specializations` in fuzz-report.json)."]
+    pool = pool_line(report)
+    if pool is not None:
+        lines += ["", ("⚠️ " if report.get("pool_without_cases") else "") + pool + "."]
     failures = report.get("failures", [])
     if failures:
         lines += ["", f"**{len(failures)} failure(s):**", ""]
@@ -127,6 +149,23 @@ def fuzz_section(report: Any, logs: str = "fuzz-report.json.logs/") -> list[str]
             kind = lost_kind(f)
             mark = f"**{kind.upper()}** " if kind else ""
             lines.append(f"- {mark}`{f.get('property')}` {where}: {message[0] if message else ''}")
+    return lines
+
+
+def time_lines(report: dict[str, Any]) -> list[str]:
+    """The time breakdown (worker-seconds by column, a row per property and the total); none
+    for a report without one (an older run)."""
+    t = report.get("time")
+    if not t:
+        return []
+    head = [c.replace("_", " ") for c in RUN_COLUMNS]
+    lines = ["", f"Time in worker-seconds: {t['workers']} worker(s) x {t['wall_seconds']:.0f} s wall = "
+             f"{t['worker_seconds']:.0f} s; `other` is what no column accounts for.", "",
+             "| property | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for name, p in sorted(report.get("properties", {}).items()):
+        cells = [f"{p.get('time', {}).get(c, 0.0):.1f}" for c in CASE_COLUMNS] + ["", ""]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **total** | " + " | ".join(f"{t['columns'][c]:.1f}" for c in RUN_COLUMNS) + " |")
     return lines
 
 

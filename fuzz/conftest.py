@@ -20,7 +20,11 @@ warm_cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds,
 cases_per_second, warm_cases_per_second_per_worker, workers: {worker: device}, tests: {nodeid:
 outcome}}`` (outcome ``interrupted``: the item was running when the run stopped). Warm cases
 are those that compiled no new kernel (fuzz/counts.py): their rate is the suite's speed once
-compiled. The report is only
+compiled. Also ``specializations: {label: cases}`` (the kernel specializations the cases
+launched, wy_ascend.specialization), ``pool``, ``pool_covered`` and ``pool_without_cases`` (the
+run's pool, fuzz/profiles.py ``POOL_LABELS``, and which of it got no case; None without a pool)
+and ``time`` (every worker-second of the run by column, per property under each property's
+``time`` and in total, ``other`` the rest: fuzz/counts.py). The report is only
 written when a property test ran (a replay of regressions/ alone leaves an earlier report in
 place).
 
@@ -64,7 +68,8 @@ from typing import Any
 
 import pytest
 
-from fuzz.counts import Counts, rate
+from fuzz import profiles
+from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pool_coverage, pool_line, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 from wy_ascend.testing import runner
 
@@ -128,6 +133,7 @@ def _check_backend(backend: str) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    started = time.perf_counter()  # the report's wall time starts here (a warm-up in configure included)
     try:
         run = select(config.getoption("--profile"), config.getoption("--backend"))
     except ValueError as e:
@@ -135,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     bound = bind_worker_device(run.backend)
     _check_backend(run.backend)
     config.option.hypothesis_show_statistics = True
-    config.pluginmanager.register(FuzzReport(config, run, bound), "wy_fuzz_report")
+    config.pluginmanager.register(FuzzReport(config, run, bound, started), "wy_fuzz_report")
 
 
 class FuzzReport:
@@ -146,17 +152,18 @@ class FuzzReport:
     SIGINT into KeyboardInterrupt (ignoring the rest) and merges the progress files into the report.
     """
 
-    def __init__(self, config: pytest.Config, run: RunConfig, bound: str | None) -> None:
+    def __init__(self, config: pytest.Config, run: RunConfig, bound: str | None, started: float) -> None:
         self.config = config
         self.run = run
         self.bound = bound
-        self.start = time.perf_counter()
+        self.start = started  # perf_counter when pytest_configure began
         self.is_worker = hasattr(config, "workerinput")
         self.worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
         self.shipped: dict[str, Counts] = {}  # worker -> its tallies shipped on test reports, summed
         self.unrecorded: list[dict[str, Any]] = []  # failed property tests whose tally recorded no failure
         self.tests: dict[str, str] = {}
         self.devices: dict[str, str | None] = {}
+        self.nodes: set[str] = set()  # the xdist workers started
         self.final: dict[str, Any] | None = None
         self.interrupted = False
         self.path = self.report_path()
@@ -221,6 +228,7 @@ class FuzzReport:
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller: workers write their progress next to the controller's report."""
         node.workerinput[_PATH_KEY] = str(self.path)
+        self.nodes.add(node.workerinput["workerid"])
 
     def pytest_report_header(self) -> list[str]:
         p = self.run.profile
@@ -238,6 +246,17 @@ class FuzzReport:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if TALLY.progress is not None:
             TALLY.progress.test = item.nodeid
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """A property test's call is accounted to its time breakdown (Tally.begin/end)."""
+        prop = _property_of(item.nodeid)
+        if prop is not None:
+            TALLY.begin(prop)
+        try:
+            return (yield)
+        finally:
+            TALLY.end()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -285,8 +304,8 @@ class FuzzReport:
                 parts[str(doc.get("worker", path.stem))] = doc
         return parts
 
-    def counts(self, parts: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        """Per-property counts and the failures, each worker's from its progress file when that
+    def counts(self, parts: dict[str, dict[str, Any]]) -> Counts:
+        """The run's counts and failures, each worker's from its progress file when that
         covers what it shipped (it does unless a write failed; it adds the items cut short by an
         interruption), else from its shipped tallies: never both, so nothing is counted twice."""
         sources = {worker: shipped.as_dict() for worker, shipped in self.shipped.items()}
@@ -299,11 +318,12 @@ class FuzzReport:
         for _, doc in sorted(sources.items()):
             total.merge(doc)
         total.failures += self.unrecorded
-        return total.properties(), total.failures
+        return total
 
     def summary(self) -> dict[str, Any]:
         parts = self.read_parts()
-        properties, failures = self.counts(parts)
+        counts = self.counts(parts)
+        properties, failures = counts.properties(), counts.failures
         for worker, part in parts.items():  # workers that were stopped before they finished an item
             self.devices.setdefault(worker, part.get("device"))
             if part.get("test"):  # the item it ran last; no outcome: the run stopped while it ran
@@ -312,6 +332,7 @@ class FuzzReport:
         total = sum(p["cases"] for p in properties.values())
         props = {
             name: {**{k: round(v, 3) if isinstance(v, float) else v for k, v in p.items()},
+                   "time": {c: round(v, 3) for c, v in p["time"].items()},
                    "cases_per_second": rate(p["cases"], p["seconds"]),
                    "warm_cases_per_second": rate(p["warm_cases"], p["warm_seconds"])}
             for name, p in sorted(properties.items())
@@ -331,6 +352,9 @@ class FuzzReport:
             "warm_cases_per_second_per_worker": rate(*warm),
             "workers": dict(sorted(self.devices.items())),  # xdist worker -> device it bound (None: none)
             "tests": dict(sorted(self.tests.items())),
+            "specializations": dict(sorted(counts.specializations.items())),
+            **pool_coverage(profiles.POOL_LABELS, counts.specializations),
+            "time": breakdown(props, elapsed, len(self.nodes | set(self.devices)) or 1, profiles.WARMUP_SECONDS),
         }
 
     def report_path(self) -> Path:
@@ -357,10 +381,26 @@ class FuzzReport:
             rate, warm = (f"{r:.2f}" if r else "-" for r in (p["cases_per_second"], p["warm_cases_per_second"]))
             tr.write_line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}"
                           f"{p['cpu_seconds']:>10.1f}{rate:>10}{p['warm_cases']:>8}{warm:>10}")
+        self.write_time(tr, s)
+        tr.write_line(f"kernel specializations launched: {len(s['specializations'])}")
+        pool = pool_line(s)
+        if pool is not None:
+            tr.write_line(pool, yellow=bool(s["pool_without_cases"]))
         for f in s["failures"]:
             tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
             tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")
         tr.write_line(f"report: {self.path}")
+
+    @staticmethod
+    def write_time(tr: Any, s: dict[str, Any]) -> None:
+        """The time breakdown: a row per property and the run's columns (worker-seconds)."""
+        t = s["time"]
+        tr.write_line(f"time in worker-seconds ({t['workers']} worker(s) x {t['wall_seconds']:.1f} s wall = "
+                      f"{t['worker_seconds']:.1f} s):")
+        tr.write_line(f"{'property':<20}" + "".join(f"{c.replace('_', ' '):>11}" for c in CASE_COLUMNS))
+        for name, p in s["properties"].items():
+            tr.write_line(f"{name:<20}" + "".join(f"{p['time'][c]:>11.1f}" for c in CASE_COLUMNS))
+        tr.write_line(", ".join(f"{c.replace('_', ' ')} {t['columns'][c]:.1f}" for c in RUN_COLUMNS))
 
     @pytest.hookimpl(trylast=True)  # after xdist's sessionfinish, which stops the workers
     def pytest_sessionfinish(self, exitstatus: int) -> None:

@@ -25,9 +25,11 @@ that every xdist worker shares. It is a cache; minimized failures are stored as 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from fuzz.counts import Counts
+from fuzz.counts import Counts, case_time
 from fuzz.strategies import CPU_SIZES, Sizes
 
 PROFILE_ENV = "WY_ASCEND_PROFILE"
@@ -144,6 +146,10 @@ class RunConfig:
 
 
 _RUN: RunConfig | None = None
+# Set by fuzz/conftest.py for the report: the run's pool labels (None: no pool) and the seconds
+# this process spent compiling it before the first case (fuzz/pool.py warm_up).
+POOL_LABELS: list[str] | None = None
+WARMUP_SECONDS: float = 0.0
 
 
 def select(profile: str | None = None, backend: str | None = None) -> RunConfig:
@@ -172,12 +178,17 @@ class Progress:
     """This process's cumulative counts per property (never drained), kept on disk as it goes.
 
     ``write`` rewrites ``path`` (tmp + ``os.replace``: a reader or a kill never sees half a file)
-    with ``{worker, device, pid, profile, backend, test, started, updated}`` and the counts
-    (``Counts.as_dict``: cases, seconds, cpu_seconds, warm_cases, warm_seconds, failures). The
-    tally calls it after every case (well under a millisecond), so a run killed mid-property
-    still leaves the counts of its in-flight items (fuzz/conftest.py merges them into
-    fuzz-report.json; .ci/nightly_summary.py reads them when that was not written).
+    with ``{worker, device, pid, profile, backend, test, started, updated, pool}`` (``POOL_LABELS``)
+    and the counts (``Counts.as_dict``: cases, seconds, cpu_seconds, warm_cases, warm_seconds,
+    failures, time, specializations). The tally calls it after every case, but a case alone
+    rewrites it at most every ``CASE_WRITE_S`` (a write takes up to ~0.5 ms once hundreds of
+    specializations are counted), a failure and the end of a test at once; so a run killed
+    mid-property still leaves the counts of its in-flight items but for their last 0.1 s
+    (fuzz/conftest.py merges them into fuzz-report.json; .ci/nightly_summary.py reads them when
+    that was not written).
     """
+
+    CASE_WRITE_S = 0.1
 
     path: Path
     worker: str
@@ -187,20 +198,21 @@ class Progress:
     test: str | None = None  # nodeid of the item running (or last run), noted on failures
     counts: Counts = field(default_factory=Counts)
     started: float = field(default_factory=time.time)
-
-    def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool) -> None:
-        self.counts.add(prop, seconds, cpu_seconds, compiled)
-        self.write()
+    written: float = -math.inf  # time.monotonic() of the last write
 
     def fail(self, failure: dict[str, Any]) -> None:
         self.counts.failures.append({**failure, "test": self.test})
         self.write()
 
-    def write(self) -> None:
-        """Rewrite the file; a failed write (e.g. the directory is gone: the run ended) is skipped."""
+    def write(self, every: float = 0.0) -> None:
+        """Rewrite the file unless that was done less than ``every`` seconds ago; a failed write
+        (e.g. the directory is gone: the run ended) is skipped."""
+        if time.monotonic() - self.written < every:
+            return
+        self.written = time.monotonic()
         doc = {"worker": self.worker, "device": self.device, "pid": os.getpid(), "profile": self.profile,
                "backend": self.backend, "test": self.test, "started": self.started, "updated": time.time(),
-               **self.counts.as_dict()}
+               "pool": POOL_LABELS, **self.counts.as_dict()}
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             tmp.write_text(json.dumps(doc, default=str))
@@ -217,6 +229,12 @@ class Tally:
     report, so counts from xdist workers reach the controller that writes fuzz-report.json.
     When ``progress`` is set, every case and failure is also added to it (cumulative, on disk).
 
+    Time breakdown (fuzz/counts.py): conftest calls ``begin`` and ``end`` around each property
+    test's call; every second between them goes to one column, once: ``add`` charges the time
+    since the test's previous case (or its start) to ``generation`` and the case's own time to
+    its columns (``case_time``), and once a case has failed, all time to the test's end to
+    ``shrinking``.
+
     ``interrupt``: the signal that asked this process to stop, set by fuzz/conftest.py's handler
     when it raises KeyboardInterrupt and cleared once pytest has that interrupt. Until then every
     case that ends raises it again: a KeyboardInterrupt raised while Python runs a finalizer (a
@@ -228,14 +246,47 @@ class Tally:
     progress: Progress | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     interrupt: str | None = None
+    running: str | None = None  # the property whose test is running (``begin``)
+    mark: float = 0.0  # perf_counter up to which that test's time is accounted
+    failed: bool = False  # a case of that test failed: the rest of it is shrinking
 
-    def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool = False) -> None:
-        """One case; ``compiled``: it compiled a new kernel (Counts.add). Raises KeyboardInterrupt
-        after counting it while an ``interrupt`` is pending."""
+    def _apply(self, change: Callable[[Counts], None], every: float = 0.0) -> None:
+        """Make ``change`` to the counts and to the progress file's (``Progress.write(every)``)."""
         with self.lock:
-            self.counts.add(prop, seconds, cpu_seconds, compiled)
+            change(self.counts)
             if self.progress is not None:
-                self.progress.add(prop, seconds, cpu_seconds, compiled)
+                change(self.progress.counts)
+                self.progress.write(every)
+
+    def begin(self, prop: str) -> None:
+        """A test of property ``prop`` starts: its time is accounted from now."""
+        self.running, self.mark, self.failed = prop, time.perf_counter(), False
+
+    def end(self) -> None:
+        """The running test ends: the time since its last case is ``shrinking`` after a failure,
+        else ``generation``."""
+        if self.running is None:
+            return
+        prop, spent = self.running, {"shrinking" if self.failed else "generation": time.perf_counter() - self.mark}
+        self.running = None
+        self._apply(lambda counts: counts.add_time(prop, spent))
+
+    def add(self, prop: str, seconds: float, cpu_seconds: float, compiled: bool = False, *,
+            began: float | None = None, phases: Mapping[str, float] | None = None, failed: bool = False,
+            lost: bool = False, labels: Sequence[str] = ()) -> None:
+        """One case that took ``seconds``; ``compiled``: it compiled a new kernel (Counts.add);
+        ``began``: the perf_counter when the test turned to it (its runner's start included;
+        default ``seconds`` ago); ``phases``: its seconds per phase; ``failed``: it raised,
+        ``lost``: it crashed or hung its runner; ``labels``: the specializations it launched.
+        Raises KeyboardInterrupt after counting it while an ``interrupt`` is pending."""
+        now = time.perf_counter()
+        began = now - seconds if began is None else began
+        spent = case_time(now - began, phases or {}, compiled, lost)
+        if self.running is not None:
+            spent = {"shrinking": now - self.mark} if self.failed else {**spent, "generation": began - self.mark}
+            self.mark, self.failed = now, self.failed or failed
+        self._apply(lambda counts: counts.add(prop, seconds, cpu_seconds, compiled, spent, labels),
+                    Progress.CASE_WRITE_S)
         if self.interrupt is not None:
             raise KeyboardInterrupt(self.interrupt)
 

@@ -31,7 +31,8 @@ from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, p
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import CORRUPTIONS, run_property
+from wy_ascend.testing.phases import take
+from wy_ascend.testing.properties import CORRUPTIONS, run_property, specialization_labels
 from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 
 RUN = current()
@@ -89,12 +90,13 @@ class _InProcess:
 
     def run(self, prop: str, case: Case) -> Outcome:
         kernels = compiled_kernels()
+        take()
         try:
             metrics = run_property(prop, case)
         except Exception as e:
-            e.case_cpu_seconds, e.case_compiled = 0.0, compiled_kernels() != kernels  # type: ignore[attr-defined]
+            e.case_cpu_seconds, e.case_compiled, e.case_phases = 0.0, compiled_kernels() != kernels, take()  # type: ignore[attr-defined]
             raise
-        return Outcome(metrics, 0.0, compiled_kernels() != kernels)  # its CPU time is this process's
+        return Outcome(metrics, 0.0, compiled_kernels() != kernels, take())  # its CPU time is this process's
 
 
 def runner() -> CaseRunner | _InProcess:
@@ -113,20 +115,25 @@ def runner() -> CaseRunner | _InProcess:
 def check(prop: str, case: Case) -> None:
     """Run property ``prop`` on ``case`` in the case runner; record the final (shrunk) failure,
     then re-raise it. Tallies the case's time (the runner's start excluded), its CPU time (the
-    child's and this process's) and whether it compiled a kernel (a warm case did not; a case
-    that crashed or timed out counts as not warm)."""
+    child's and this process's), whether it compiled a kernel (a warm case did not; a case
+    that crashed or timed out counts as not warm), its time breakdown (the runner's start
+    included) and the kernel specializations it launches."""
     run = runner()
+    labels = specialization_labels(prop, case)
+    began = time.perf_counter()
     run.start()
     start, cpu = time.perf_counter(), time.process_time()
-    child_cpu, compiled = 0.0, True
+    child_cpu, compiled, phases, failure = 0.0, True, {}, None
     try:
         outcome = run.run(prop, case)
-        child_cpu, compiled = outcome.cpu_seconds, outcome.compiled
+        child_cpu, compiled, phases = outcome.cpu_seconds, outcome.compiled, outcome.phases
     except BackendUnavailableError:
         raise
     except Exception as error:
+        failure = error
         if not isinstance(error, CaseLost):
             child_cpu, compiled = getattr(error, "case_cpu_seconds", 0.0), getattr(error, "case_compiled", True)
+            phases = getattr(error, "case_phases", {})
         if current_build_context().is_final:
             _record(prop, case, error)
         elif isinstance(error, CaseLost) and prop not in _LOST_RECORDED:
@@ -134,7 +141,8 @@ def check(prop: str, case: Case) -> None:
             _record(prop, case, error, "first seen, unshrunk")
         raise
     finally:
-        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled)
+        TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled, began=began,
+                  phases=phases, failed=failure is not None, lost=isinstance(failure, CaseLost), labels=labels)
 
 
 @PROFILE.settings_for("oracle")

@@ -176,3 +176,162 @@ def test_an_interrupt_lost_in_a_finalizer_still_stops_the_run(tmp_path) -> None:
     assert proc.returncode == 2, out[-3000:]
     doc = json.loads(report.read_text())
     assert doc["interrupted"] is True and doc["tests"] == {NODE: "interrupted"}
+
+
+# ----------------------------------------------------------------------------- time, specializations, pool
+
+# A plugin for the child run: a pool, as fuzz/pool.py notes one for a pooled run, and plan_coverage
+# failing on every case (where the case runner's results come back), so that it shrinks.
+POOL_AND_FAILURE = """
+from fuzz import profiles
+from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.runner import CaseRunner
+
+_run = CaseRunner.run
+
+
+def planted(self, prop, case, *args, **kwargs):
+    if prop == "plan_coverage":
+        raise PropertyFailure("planted: plan_coverage fails on every case")
+    return _run(self, prop, case, *args, **kwargs)
+
+
+def pytest_sessionstart(session):
+    profiles.POOL_LABELS = ["cpu:fwd never launched"]
+    CaseRunner.run = planted
+"""
+
+
+def test_the_report_accounts_for_the_wall_time_and_counts_specializations_and_the_pool(tmp_path) -> None:
+    """A run of one oracle case and a plan_coverage that fails and shrinks: the columns add up
+    to the wall time (one worker), the oracle's phases came back from the case runner's child,
+    its two kernels are counted under their labels, plan_coverage's cases under none, and the
+    pool's label that no case launched is named."""
+    from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS
+
+    (tmp_path / "pool_and_failure.py").write_text(POOL_AND_FAILURE)
+    env = fuzz_env(tmp_path, 0.01)  # oracle: 1 case
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    report = tmp_path / "r.json"
+    cmd = [*fuzz_cmd(report), "fuzz/test_fuzz.py::test_oracle", "-p", "pool_and_failure"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and list((tmp_path / "regressions").glob("plan_coverage-*.json")), (
+        proc.stdout[-3000:] + proc.stderr[-3000:])
+    doc = json.loads(report.read_text())
+    t = doc["time"]
+    assert (t["workers"], t["wall_seconds"]) == (1, doc["elapsed_seconds"]) and t["worker_seconds"] == t["wall_seconds"]
+    assert list(t["columns"]) == list(RUN_COLUMNS) and t["columns"]["other"] >= -0.01
+    assert sum(t["columns"].values()) == pytest.approx(t["worker_seconds"], abs=0.01)
+    for c in CASE_COLUMNS:  # the run's columns are the properties' summed
+        assert t["columns"][c] == pytest.approx(sum(p["time"][c] for p in doc["properties"].values()), abs=0.01)
+    oracle, plan = doc["properties"]["oracle"]["time"], doc["properties"]["plan_coverage"]["time"]
+    assert all(oracle[c] > 0 for c in ("generation", "inputs", "kernel", "oracle", "comparison", "runner"))
+    assert oracle["compile"] == oracle["cut_short"] == oracle["shrinking"] == 0  # the interpreter compiles nothing
+    assert sum(oracle.values()) >= doc["properties"]["oracle"]["seconds"]  # the case's time, and the test's around it
+    assert plan["generation"] > 0 and plan["shrinking"] > 0 and plan["kernel"] == plan["inputs"] == 0
+    labels = doc["specializations"]
+    assert sorted(label.split()[0] for label in labels) == ["cpu:bwd", "cpu:fwd"] and set(labels.values()) == {1}
+    assert doc["pool"] == doc["pool_without_cases"] == ["cpu:fwd never launched"] and doc["pool_covered"] == 0
+    assert "pool: 0 of 1 specializations covered; pool specializations with no case: cpu:fwd never launched" in proc.stdout
+    assert "time in worker-seconds (1 worker(s)" in proc.stdout and "kernel specializations launched: 2" in proc.stdout
+
+
+def test_a_tests_time_goes_to_one_column_each_second_shrinking_after_its_first_failure() -> None:
+    """fuzz/profiles.py Tally: between begin and end every second lands in one column: the time
+    between cases in generation, each case's phases (kernel as compile when it compiled), the
+    rest of it in runner, a crashed case whole in cut_short, after the first failure shrinking."""
+    from fuzz.profiles import Tally
+
+    tally = Tally()
+
+    def case(seconds: float, **kw: Any) -> None:
+        began = time.perf_counter()
+        time.sleep(seconds)
+        tally.add("oracle", seconds, 0.0, began=began, **kw)
+
+    outer = time.perf_counter()
+    tally.begin("oracle")
+    inner = time.perf_counter()
+    time.sleep(0.02)
+    case(0.03, compiled=True, phases={"inputs": 0.005, "kernel": 0.01}, labels=["fwd a", "bwd a"])
+    case(0.02, phases={"kernel": 0.004, "oracle": 0.003, "comparison": 0.002}, labels=["fwd a", "bwd b"])
+    case(0.02, failed=True, lost=True, labels=["fwd c", "bwd c"])  # the first failure: a crash
+    case(0.02, failed=True, phases={"kernel": 0.5}, labels=["fwd c", "bwd c"])  # a shrink candidate
+    time.sleep(0.01)
+    inner_end = time.perf_counter()
+    tally.end()
+    outer_end = time.perf_counter()
+    doc = tally.drain()
+    t = doc["time"]["oracle"]
+    assert (t["compile"], t["kernel"], t["inputs"], t["oracle"], t["comparison"]) == (0.01, 0.004, 0.005, 0.003, 0.002)
+    assert t["runner"] >= 0.03 + 0.02 - 0.024 and t["cut_short"] >= 0.02
+    assert t["generation"] >= 0.02 and t["shrinking"] >= 0.03
+    assert inner_end - inner <= sum(t.values()) <= outer_end - outer
+    assert doc["specializations"] == {"fwd a": 2, "bwd a": 1, "bwd b": 1, "fwd c": 2, "bwd c": 2}
+    assert doc["cases"] == {"oracle": 4} and doc["warm_cases"] == {"oracle": 3}
+
+
+def test_specialization_counts_and_times_merge_across_workers(tmp_path, capsys) -> None:
+    """Two workers' progress files (fuzz/profiles.py Progress) sum per label and per column, in
+    fuzz-report.json's merge (fuzz/conftest.py FuzzReport.counts) and in .ci/nightly_summary.py's
+    report of a killed run, which also names the pool labels no case reached."""
+    from types import SimpleNamespace
+
+    from fuzz import profiles
+    from fuzz.conftest import FuzzReport
+
+    parts = tmp_path / "r.json.parts"
+    parts.mkdir()
+    for worker, labels in (("gw0", ["fwd a", "bwd a"]), ("gw1", ["fwd a", "bwd b"])):
+        progress = profiles.Progress(parts / f"{worker}.json", worker, started=time.time() - 10)  # a 10 s run
+        progress.counts.add("oracle", 1.0, 1.0, time={"kernel": 0.75, "runner": 0.25}, labels=labels)
+        progress.counts.add_time("oracle", {"generation": 0.5})
+        progress.write()
+    docs = {p.stem: json.loads(p.read_text()) for p in parts.glob("*.json")}
+    merged = FuzzReport.counts(SimpleNamespace(shipped={}, unrecorded=[]), docs)
+    assert merged.specializations == {"fwd a": 2, "bwd a": 1, "bwd b": 1}
+    assert merged.properties()["oracle"]["time"]["kernel"] == 1.5 and merged.properties()["oracle"]["cases"] == 2
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nightly_summary", ROOT / ".ci" / "nightly_summary.py")
+    assert spec is not None and spec.loader is not None
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    for doc in docs.values():  # a pooled run: every process noted the pool
+        doc["pool"] = ["fwd a", "bwd b", "fwd z"]
+        (parts / f"{doc['worker']}.json").write_text(json.dumps(doc))
+    report = summary.parts_report(tmp_path / "r.json")
+    assert report["specializations"] == {"fwd a": 2, "bwd a": 1, "bwd b": 1}
+    assert report["pool_covered"] == 2 and report["pool_without_cases"] == ["fwd z"]
+    t = report["time"]
+    assert t["workers"] == 2 and sum(t["columns"].values()) == pytest.approx(t["worker_seconds"], abs=0.01)
+    assert t["worker_seconds"] >= 20 and t["columns"]["other"] >= 0
+    assert t["columns"]["kernel"] == 1.5 and t["columns"]["generation"] == 1.0
+    text = "\n".join(summary.fuzz_section(report))
+    assert "pool: 2 of 3 specializations covered; pool specializations with no case: fwd z" in text
+    assert "Kernel specializations launched: 3" in text and "| oracle | 1.0 | 0.0 | 0.0 | 1.5 |" in text
+
+
+def test_phases_count_each_second_once_in_the_innermost_phase() -> None:
+    from wy_ascend.testing.phases import phase, take
+
+    take()
+    with phase("comparison"):
+        time.sleep(0.02)
+        with phase("oracle"):
+            time.sleep(0.03)
+    seconds = take()
+    assert set(seconds) == {"comparison", "oracle"} and take() == {}
+    assert 0.02 <= seconds["comparison"] < 0.03 <= seconds["oracle"]
+
+
+def test_specialization_labels_are_the_kernels_a_property_launches() -> None:
+    from wy_ascend.testing.case import Case
+    from wy_ascend.testing.properties import specialization_labels
+
+    case = Case(T=20, backend="cpu")
+    fwd, bwd = specialization_labels("oracle", case)
+    assert fwd.startswith("cpu:fwd BT=16 ") and bwd.startswith("cpu:bwd BT=16 ")
+    assert specialization_labels("plan_coverage", case) == specialization_labels("bad_input", case) == []
+    assert specialization_labels("oracle", case.replace(knobs={"ub_bytes": 4096})) == []  # no plan fits

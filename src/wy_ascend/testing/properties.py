@@ -39,6 +39,7 @@ from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, program_tasks
 from ..validation import SUPPORTED_BT
 from .case import Case, Inputs
+from .phases import phase
 
 Metrics = dict[str, Any]
 T = TypeVar("T")
@@ -169,14 +170,22 @@ def rounding_sensitivity(inputs: Inputs, ref: dict[str, torch.Tensor | None], dt
     return {name: rel_rms(m, r) for name, r in ref.items() if r is not None and (m := moved[name]) is not None}
 
 
+def build_inputs(case: Case) -> Inputs:
+    """The case's inputs on its backend's device (the ``inputs`` phase)."""
+    with phase("inputs"):
+        return case.build_inputs(device_of(case))
+
+
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
     """Forward and backward of the case on its backend (arguments in the case's memory layouts,
     with chunk_indices if it passes them: ``Case.arguments``); outputs by name."""
     backend, config = backend_name(case), case.config(**knob_overrides)
-    args = case.arguments(inputs)
+    with phase("inputs"):
+        args = case.arguments(inputs)
     dw, du = args.pop("dw"), args.pop("du")
-    w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
-    dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
+    with phase("kernel"):
+        w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
+        dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
 
 
@@ -200,6 +209,7 @@ def _on_float64_device(fn: Callable[[torch.device], T], device: torch.device) ->
     return fn(torch.device("cpu"))
 
 
+@phase("oracle")
 def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor | None]:
     def f64(x: torch.Tensor) -> torch.Tensor:
         return x.to(device=device, dtype=torch.float64)
@@ -214,10 +224,11 @@ def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor |
 
 def check_oracle(case: Case) -> Metrics:
     """Forward and backward outputs match the float64 oracle within ``tolerance``."""
-    inputs = case.build_inputs(device_of(case))
+    inputs = build_inputs(case)
     return compare_to_oracle(run_ops(case, inputs), inputs, case.dtype)
 
 
+@phase("comparison")
 def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str) -> Metrics:
     """Metrics of the outputs ``got`` of ``inputs`` against the oracle; PropertyFailure naming
     every output past its bound (``tolerance``, with the rounding sensitivity for bf16/fp16)."""
@@ -239,6 +250,7 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
     return metrics
 
 
+@phase("comparison")
 def _bitwise(label: str, a: dict[str, torch.Tensor | None], b: dict[str, torch.Tensor | None],
              names: tuple[str, ...]) -> Metrics:
     metrics: Metrics = {}
@@ -260,7 +272,7 @@ def _bitwise(label: str, a: dict[str, torch.Tensor | None], b: dict[str, torch.T
 
 def check_launch_invariance(case: Case) -> Metrics:
     """The case's partition knobs give bit-identical results to the backend's defaults."""
-    inputs = case.build_inputs(device_of(case))
+    inputs = build_inputs(case)
     got = run_ops(case, inputs)
     defaults = {knob: None for knob in PARTITION_KNOBS}
     base_case = case.replace(knobs={k: v for k, v in case.knobs.items() if k not in PARTITION_KNOBS})
@@ -274,7 +286,7 @@ def check_memory_layout(case: Case) -> Metrics:
     tensors, no optional arguments."""
     if not case.memory and not case.chunk_indices:
         raise PropertyFailure("memory_layout needs a case with memory layouts or chunk_indices")
-    inputs = case.build_inputs(device_of(case))
+    inputs = build_inputs(case)
     plain = run_ops(case.replace(memory={}, chunk_indices=False), inputs)
     return _bitwise("results change with the arguments' memory layout", run_ops(case, inputs), plain,
                     FWD_NAMES + BWD_NAMES)
@@ -291,7 +303,7 @@ def check_varlen_split(case: Case) -> Metrics:
     """A packed varlen batch equals its sequences run alone, bit for bit."""
     if case.cu_seqlens is None:
         raise PropertyFailure("varlen_split needs a case with cu_seqlens")
-    inputs = case.build_inputs(device_of(case))
+    inputs = build_inputs(case)
     packed = run_ops(case, inputs)
     metrics: Metrics = {}
     for i, (a, b) in enumerate(zip(case.cu_seqlens[:-1], case.cu_seqlens[1:])):
@@ -313,16 +325,16 @@ def check_grouped_heads(case: Case) -> Metrics:
     rounds each head's dk to the dtype before the sum.
     """
     G = case.HV // case.H
-    inputs = case.build_inputs(device_of(case))
+    inputs = build_inputs(case)
     grouped = run_ops(case, inputs)
     expanded_case = case.replace(H=case.HV)
     expanded = run_ops(expanded_case, inputs._replace(k=inputs.k.repeat_interleave(G, dim=2)))
     metrics = _bitwise("grouped heads differ from repeated keys", grouped, expanded, ("w", "u", "dv", "dbeta", "dg"))
-    B, T = case.B, case.T
-    dk_sum = expanded["dk"].float().view(B, T, case.H, G, case.K).sum(3)  # type: ignore[union-attr]
     dk = grouped["dk"]
     assert dk is not None
-    err = rel_rms(dk.float(), dk_sum)
+    with phase("comparison"):
+        dk_sum = expanded["dk"].float().view(case.B, case.T, case.H, G, case.K).sum(3)  # type: ignore[union-attr]
+        err = rel_rms(dk.float(), dk_sum)
     tol = 0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)
     metrics["dk"] = {"rel_rms": err, "tol": tol}
     if not err <= tol:
@@ -474,8 +486,9 @@ def check_bad_input(case: Case) -> Metrics:
     from both ops, before any kernel runs; never another exception or a result."""
     if case.corruption not in CORRUPTIONS:
         raise PropertyFailure(f"bad_input needs corruption in {sorted(CORRUPTIONS)}, got {case.corruption!r}")
-    inputs = case.build_inputs(device_of(case))
-    kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs, case.corrupt_at)
+    inputs = build_inputs(case)
+    with phase("inputs"):
+        kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs, case.corrupt_at)
     backend, config = backend_name(case), case.config()
     calls = {
         "recompute_w_u_fwd": lambda: recompute_w_u_fwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
@@ -492,7 +505,8 @@ def check_bad_input(case: Case) -> Metrics:
     metrics: Metrics = {}
     for name, call in calls.items():
         try:
-            call()
+            with phase("kernel"):
+                call()
         except exc_type as e:
             if fragment not in str(e):
                 raise PropertyFailure(f"{name}: {exc_type.__name__} without {fragment!r}: {e}") from e
@@ -508,14 +522,31 @@ def check_perf(case: Case) -> Metrics:
     """Forward and backward times within the bounds of perf.py (a device backend's property)."""
     from .perf import PerfFailure, compare, measure
 
-    device = device_of(case)
-    if device.type == "cpu":
+    if device_of(case).type == "cpu":
         raise PropertyFailure("perf times a device backend's kernels; the cpu backend (the interpreter) has none")
-    metrics = measure(case, case.build_inputs(device))
+    inputs = build_inputs(case)
+    with phase("kernel"):
+        metrics = measure(case, inputs)
     try:
-        return compare(metrics)
+        with phase("comparison"):
+            return compare(metrics)
     except PerfFailure as e:
         raise PropertyFailure(f"slower than the bound: {e}", metrics) from None
+
+
+# Properties that launch no kernel (the others run the case's forward and backward kernels).
+KERNEL_FREE = frozenset({"plan_coverage", "bad_input"})
+
+
+def specialization_labels(prop: str, case: Case) -> list[str]:
+    """Labels of the kernel specializations property ``prop`` launches on ``case`` (its forward's
+    and backward's, ``Case.specializations``): none where it launches no kernel or the case has no plan."""
+    if prop in KERNEL_FREE:
+        return []
+    try:
+        return [s.label for s in case.specializations().values()]
+    except UnsupportedProblemError:
+        return []
 
 
 PROPERTIES: dict[str, Callable[[Case], Metrics]] = {

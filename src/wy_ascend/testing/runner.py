@@ -7,7 +7,8 @@ the fuzz worker itself, such a case would end the worker and leave nothing to re
 stay compiled, Triton's caches warm; on a device it is the process that does the device work)
 and fed cases over a pipe:
 
-* the child returns the property's metrics, or the exception it raised, which the parent
+* the child returns the property's metrics (with its CPU seconds, whether it compiled a kernel
+  and its seconds per phase, ``phases.take``), or the exception it raised, which the parent
   raises again: a ``PropertyFailure`` comes back as itself (metrics included), raised at the
   file and line the child raised it from, so Hypothesis tells failures apart and shrinks
   them exactly as if the case had run in-process; the child's traceback is its ``__cause__``;
@@ -117,11 +118,14 @@ class RemoteTraceback(Exception):
 @dataclass(frozen=True)
 class Outcome:
     """A case that returned: its metrics, the child's CPU seconds on it, whether it compiled a
-    kernel (``backends.compiled_kernels`` before and after, in the child)."""
+    kernel (``backends.compiled_kernels`` before and after, in the child) and its seconds per
+    phase (wy_ascend.testing.phases). An exception the child raised carries the last three as
+    ``case_cpu_seconds``, ``case_compiled`` and ``case_phases``."""
 
     metrics: dict[str, Any]
     cpu_seconds: float
     compiled: bool
+    phases: dict[str, float]
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -250,13 +254,12 @@ class CaseRunner:
             raise CaseCrashed(f"case crashed the runner: {_exit_text(code)} (log: {self.log})",
                               {"signal": signal_name(code), "exitcode": code, "log": str(self.log)})
         if reply[0] == "ok":
-            _, metrics, cpu, compiled = reply
-            return Outcome(metrics, cpu, compiled)
-        _, error, tb_text, origin, cpu, compiled = reply
+            return Outcome(*reply[1:])
+        _, error, tb_text, origin, cpu, compiled, phases = reply
         if not _is_property_failure(error) and (case.backend or "cpu") != "cpu":
             self._stop()  # a device error may leave the context unusable: the next case gets a new child
         error.__cause__ = RemoteTraceback(tb_text)
-        error.case_cpu_seconds, error.case_compiled = cpu, compiled
+        error.case_cpu_seconds, error.case_compiled, error.case_phases = cpu, compiled, phases
         _raise_at(error, origin)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -625,6 +628,7 @@ def _wait(pid: int, seconds: float) -> tuple[int, int]:
 def _serve(channel: _Channel) -> None:
     """Read a case, run it, reply; return on EOF."""
     from ..backends import compiled_kernels
+    from .phases import take
     from .properties import run_property
 
     print(f"=== case runner pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", file=sys.stderr,
@@ -636,6 +640,7 @@ def _serve(channel: _Channel) -> None:
             return
         _, prop, case = request
         print(f"--- {prop} {json.dumps(case.to_dict(), separators=(',', ':'))}", file=sys.stderr, flush=True)
+        take()  # nothing timed before the case is its time
         cpu, kernels = time.process_time(), compiled_kernels()
         try:
             metrics = run_property(prop, case)
@@ -645,6 +650,6 @@ def _serve(channel: _Channel) -> None:
             origin = (frames[-1].filename, frames[-1].lineno or 1) if frames else None
             text = "".join(traceback.format_exception(type(e), e, tb))
             channel.send(("raise", _portable(e), text, origin, time.process_time() - cpu,
-                          compiled_kernels() != kernels))
+                          compiled_kernels() != kernels, take()))
         else:
-            channel.send(("ok", _plain(metrics), time.process_time() - cpu, compiled_kernels() != kernels))
+            channel.send(("ok", _plain(metrics), time.process_time() - cpu, compiled_kernels() != kernels, take()))
