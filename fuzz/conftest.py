@@ -42,8 +42,9 @@ writes its stderr (warnings, the stack dump of a crash or a timeout) to
 clears that directory when the run starts; the logs stay after it.
 
 Killed runs: every process that runs cases (each xdist worker, or the main process) rewrites
-its cumulative counts after every case to ``<report>.parts/<worker>.json`` (``main`` without
-xdist; fuzz/profiles.py ``Progress``). The controller clears that directory when the run starts
+its cumulative counts to ``<report>.parts/<worker>.json`` as it goes (after a case at most every
+0.1 s, at once after a failure and at a test's end; ``main`` without xdist; fuzz/profiles.py
+``Progress``). The controller clears that directory when the run starts
 and removes it once the report is written. It turns SIGTERM (``timeout``, a CI step's time
 limit) into KeyboardInterrupt, so pytest still ends the session and writes the report; any
 further SIGTERM or SIGINT is ignored while it does (``nox -s fuzz`` passes a SIGTERM it gets on
