@@ -4,16 +4,18 @@ On a device every distinct specialization (specialization.py) is a compile of se
 through bishengir), while a warm case runs in milliseconds. A pooled run therefore draws each
 case's *structure* from a small pool and varies only what never recompiles:
 
-* the pool's unit is an ``Entry``: chunk size, dtype, gate, varlen, the tiles and trip counts of
-  both kernels, the K/V alignment classes and (on backends with head-major beta/g) whether HV > 1;
-  its ``labels`` are the four specializations a case of it can launch (fwd and bwd, each in both
-  launch shapes, since the launch shape is a drawn knob);
+* the pool's unit is an ``Entry``: heads, chunk size, dtype, gate, varlen, the tiles and trip
+  counts of both kernels, whether the last tiles are full and the K/V alignment classes; its
+  ``labels`` are the specializations a case of it can launch (fwd and bwd, each in both launch
+  shapes, since the launch shape is a drawn knob, and with grouped heads the H = HV twin that
+  grouped_heads compares with);
 * the entries come from the lowering gate's enumeration (``lowering.backend_specs``), so the
   pools of consecutive nights cover every specialization that gate lowers: ``select`` rotates
   through the sorted entries by date, ``size`` a night, so ``ceil(len(entries) / size)``
   consecutive nights cover them all;
-* a case of an entry varies heads, the exact K and V (any value with the same tiles, trip
-  counts and class: ``Entry.K_choices``), lengths, layouts, values and the runtime launch knobs.
+* a case of an entry varies the exact K and V (any value with the same tiles, trip counts and
+  class: ``Entry.K_choices``), lengths, layouts, values and the runtime launch knobs; its heads
+  are the entry's (they are compile-time: kernels.py says why).
 
 ``warm_up`` compiles the pool in parallel processes into Triton's persistent cache before the run.
 Profiles set the pool size (profiles.py); ``WY_ASCEND_POOL`` overrides it (0: no pool, every case
@@ -49,8 +51,7 @@ class Entry:
     """One pool entry: a case structure and the specializations its cases launch."""
 
     template: Case  # the lowering gate's representative of this structure (mode knob unset)
-    labels: tuple[str, ...]  # sorted specialization labels: fwd/bwd x grid/persistent
-    head_major: bool  # the backend lays out beta/g head-major, so HV > 1 is part of the structure
+    labels: tuple[str, ...]  # sorted specialization labels (``_labels``)
 
     @property
     def name(self) -> str:
@@ -76,8 +77,11 @@ class Entry:
 
 
 def _labels(case: Case) -> tuple[str, ...]:
-    return tuple(sorted({s.label for mode in MODES for s in case.replace(knobs={**case.knobs, "mode": mode})
-                         .specializations().values()}))
+    """Both kernels in both launch shapes, and with grouped heads the same with every key head
+    repeated (grouped_heads runs that twin, H = HV)."""
+    twins = [case, case.replace(H=case.HV)] if case.H < case.HV else [case]
+    return tuple(sorted({s.label for c in twins for mode in MODES
+                         for s in c.replace(knobs={**c.knobs, "mode": mode}).specializations().values()}))
 
 
 @functools.cache
@@ -88,7 +92,6 @@ def entries(backend: str) -> tuple[Entry, ...]:
     from wy_ascend.lowering import backend_specs
 
     specs, _ = backend_specs(backend, LaunchConfig(num_cores=1))
-    head_major = BACKENDS[backend].gate_head_major
     found: dict[tuple[str, ...], Entry] = {}
     for s in specs:
         template = Case(H=s.H, HV=s.HV, K=s.K, V=s.V, BT=s.BT, dtype=s.dtype, use_g=s.USE_G, backend=backend,
@@ -97,7 +100,7 @@ def entries(backend: str) -> tuple[Entry, ...]:
             labels = _labels(template)
         except UnsupportedProblemError:  # the other kernel does not fit (npu bwd at BT=128): no case has it
             continue
-        found.setdefault(labels, Entry(template, labels, head_major))
+        found.setdefault(labels, Entry(template, labels))
     ordered = sorted(found.values(), key=lambda e: e.name)
     random.Random(0).shuffle(ordered)  # a fixed mix, so each night's block of entries is a varied one
     return tuple(ordered)
@@ -155,14 +158,15 @@ def run_pool(backend: str, default_size: int | None) -> tuple[Entry, ...] | None
 
 
 def _compile(template: Case) -> float:
-    """Launch both kernels of ``template`` in both launch shapes (one tiny instance each), so
-    their compiles land in Triton's persistent cache; returns the seconds taken."""
+    """Launch every specialization of ``template``'s entry (``_labels``: one tiny instance each),
+    so their compiles land in Triton's persistent cache; returns the seconds taken."""
     from wy_ascend.testing.properties import device_of, run_ops
 
     start = time.perf_counter()
-    inputs = template.build_inputs(device_of(template))
-    for mode in MODES:
-        run_ops(template.replace(knobs={**template.knobs, "mode": mode}), inputs)
+    for case in ([template, template.replace(H=template.HV)] if template.H < template.HV else [template]):
+        inputs = case.build_inputs(device_of(case))
+        for mode in MODES:
+            run_ops(case.replace(knobs={**case.knobs, "mode": mode}), inputs)
     return time.perf_counter() - start
 
 
@@ -182,8 +186,8 @@ def warm_up(pool: tuple[Entry, ...], jobs: int, out=sys.stderr) -> float:
             if error is not None:
                 print(f"\nwarm-up: {futures[f].name}: {type(error).__name__}: {error}", file=out)
             bar = "#" * (30 * done // len(templates))
-            print(f"\rwarm-up [{bar:<30}] {done}/{len(templates)} entries "
-                  f"({4 * done} specializations) {time.perf_counter() - start:.0f} s", end="", file=out, flush=True)
+            print(f"\rwarm-up [{bar:<30}] {done}/{len(templates)} entries {time.perf_counter() - start:.0f} s",
+                  end="", file=out, flush=True)
     print(file=out)
     return time.perf_counter() - start
 

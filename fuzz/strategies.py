@@ -290,28 +290,22 @@ def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool) -> dict[
 @st.composite
 def pooled(draw: st.DrawFn, pool: tuple[Entry, ...], sizes: Sizes, *, grouped: bool = False,
            varlen: bool | None = None, dim_cap: int | None = None) -> tuple[Any, ...]:
-    """(H, HV, K, V, BT, dtype, use_g, varlen) of a case of one ``pool`` entry: heads, K and V vary
-    within the entry (fuzz/pool.py); entries that cannot give ``grouped``/``varlen`` are left out
-    (all of the backend's entries when none of the pool can: a compile outside the pool)."""
+    """(H, HV, K, V, BT, dtype, use_g, varlen) of a case of one ``pool`` entry: K and V vary within
+    the entry (fuzz/pool.py); entries that cannot give ``grouped``/``varlen`` are left out (all of
+    the backend's entries when none of the pool can: a compile outside the pool)."""
     from fuzz.pool import entries
 
     def fits(e: Entry) -> bool:
         t = e.template
-        return ((varlen is None or (t.cu_seqlens is not None) == varlen)
-                and not (grouped and e.head_major and t.HV == 1))
+        return (varlen is None or (t.cu_seqlens is not None) == varlen) and (t.HV > t.H or not grouped)
 
     choices = [e for e in pool if fits(e)] or [e for e in entries(pool[0].template.backend or "cpu") if fits(e)]
     entry = draw(st.sampled_from(choices))
     t = entry.template
-    if entry.head_major and t.HV == 1:  # beta/g head-major exactly when HV > 1: keep HV = 1
-        H = HV = 1
-    else:
-        H, HV = draw(heads(sizes, grouped))
-        if entry.head_major and HV == 1:
-            HV = 2 * H
     cap = min(sizes.max_dim, dim_cap or sizes.max_dim)
     K = draw(st.sampled_from([k for k in entry.K_choices if k <= cap] or entry.K_choices))
     V = draw(st.sampled_from([v for v in entry.V_choices if v <= cap] or entry.V_choices))
+    H, HV = t.H, t.HV
     return H, HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None
 
 

@@ -15,7 +15,7 @@ from wy_ascend import kernels, lowering, ops
 from wy_ascend.specialization import int_class
 
 # The entry kernels' compile-time parameters: exactly what a Specialization keys on besides dtypes.
-COMPILE_TIME = {"BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD",
+COMPILE_TIME = {"H", "HV", "BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD",
                 "PERSISTENT"}
 
 
@@ -29,12 +29,12 @@ class _Recorder:
         return lambda **kw: self.launches.append(kw)
 
 
-def test_entry_kernels_take_dims_and_heads_at_run_time() -> None:
+def test_entry_kernels_take_dims_at_run_time() -> None:
     for fn in kernels.KERNELS.values():
         params = inspect.signature(fn.fn).parameters.values()
         assert {p.name for p in params if "constexpr" in str(p.annotation)} == COMPILE_TIME
-        assert {"H", "HV", "K", "V"} <= {p.name for p in params}
-    assert {"H", "HV"} <= set(kernels.RUNTIME_ARGS) and not {"K", "V"} & set(kernels.RUNTIME_ARGS)
+        assert {"K", "V"} <= {p.name for p in params}
+    assert not {"K", "V"} & set(kernels.RUNTIME_ARGS) and set(kernels.CLASSED_ARGS) == {"K", "V"}
 
 
 @pytest.mark.parametrize("x", [1, 2, 15, 16, 17, 32, 100, 128, 4096])
@@ -79,7 +79,7 @@ def test_the_lowering_gate_lowers_each_specialization_once() -> None:
     assert {("npu", "D"), ("npu", "N"), ("cuda", "D"), ("cuda", "N")} <= classes
     # JITFunction of the raw function: conftest.py may have made the kernels interpreter functions
     sig, constants = specs[0].signature(JITFunction(kernels.KERNELS[specs[0].kernel].fn))
-    assert all(sig[n] == "i32" for n in ("H", "HV", "K", "V")) and set(constants) >= COMPILE_TIME
+    assert all(sig[n] == "i32" for n in ("K", "V")) and set(constants) >= COMPILE_TIME
 
 
 def test_a_spec_and_a_case_of_its_dims_agree() -> None:

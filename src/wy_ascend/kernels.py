@@ -3,11 +3,14 @@
 Each op has one task body (``_fwd_task``, ``_bwd_task``) that handles one (chunk, value
 head) pair, and one entry kernel that maps programs to tasks in either launch shape of
 planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
-``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts,
-the length T and the head counts H, HV are runtime arguments listed in ``do_not_specialize``,
-so splitting a grid into many launches or changing heads never compiles a new kernel; K and V
-are runtime arguments specialized only by class (multiple of 16 or not: specialization.py).
-The compile-time values are the tiles BT/BK/BV, the tile loops' trip counts NK = cdiv(K, BK)
+``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
+and the length T are runtime arguments listed in ``do_not_specialize``, so splitting a grid
+into many launches never compiles a new kernel; K and V are runtime arguments specialized only
+by class (multiple of 16 or not: specialization.py). The head counts H and HV stay compile-time:
+as runtime arguments they cost the backward 3% (H = HV = 16) to 8% (H 8, HV 32) on the H200,
+their row strides no longer constants, where runtime K and V cost nothing measurable
+(docs/nightly-h200.md session 5). The compile-time values are the heads, the tiles BT/BK/BV,
+the tile loops' trip counts NK = cdiv(K, BK)
 and NV = cdiv(V, BV) (constant trip counts keep each loop's compiled form: a one-tile loop
 is no loop, and the pipeliner schedules the others as it did with constexpr K and V), EVEN_K
 and EVEN_V (K, V fill their tiles: the entry then rebinds K = NK * BK as a constant, so the
@@ -53,7 +56,7 @@ import triton.language as tl
 
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
-RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs", "H", "HV"]
+RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -125,7 +128,7 @@ def _fwd_task(
     i_t, i_bh,
     k, v, beta, g, A, w, u,
     cu_seqlens, chunk_indices, T,
-    H, HV, K, V,
+    H: tl.constexpr, HV: tl.constexpr, K, V,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
     DOT_GUARD: tl.constexpr,
@@ -170,7 +173,7 @@ def _bwd_task(
     i_t, i_bh,
     k, v, beta, g, A, dw, du, dk, dv, dbeta, dg,
     cu_seqlens, chunk_indices, T,
-    H, HV, K, V,
+    H: tl.constexpr, HV: tl.constexpr, K, V,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
     DOT_GUARD: tl.constexpr,
@@ -284,10 +287,10 @@ def _bwd_task(
 def wy_fwd_kernel(
     # tensors: inputs, outputs, varlen index (None when fixed-length)
     k, v, beta, g, A, w, u, cu_seqlens, chunk_indices,
-    # runtime: padded length, launch offsets and sizes, heads (never specialized: no recompiles)
-    T, t_offset, bh_offset, bh_count, num_tasks, num_programs, H, HV,
-    # runtime dims, specialized by class only (CLASSED_ARGS)
-    K, V,
+    # runtime: padded length, launch offsets and sizes (never specialized: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
+    # heads (compile-time: row strides), runtime dims specialized by class only (CLASSED_ARGS)
+    H: tl.constexpr, HV: tl.constexpr, K, V,
     # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), full last tiles (compile-time)
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_V: tl.constexpr,
@@ -315,10 +318,10 @@ def wy_fwd_kernel(
 def wy_bwd_kernel(
     # tensors: inputs, incoming grads, outputs (dk per value head), varlen index
     k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices,
-    # runtime: padded length, launch offsets and sizes, heads (never specialized: no recompiles)
-    T, t_offset, bh_offset, bh_count, num_tasks, num_programs, H, HV,
-    # runtime dims, specialized by class only (CLASSED_ARGS)
-    K, V,
+    # runtime: padded length, launch offsets and sizes (never specialized: no recompiles)
+    T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
+    # heads (compile-time: row strides), runtime dims specialized by class only (CLASSED_ARGS)
+    H: tl.constexpr, HV: tl.constexpr, K, V,
     # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), full last tiles (compile-time)
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_V: tl.constexpr,

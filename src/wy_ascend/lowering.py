@@ -16,8 +16,9 @@ The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the
 change the lowered program's structure (control flow, tensor shapes and element types, which
 arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends
 launch both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the
-backend's (npu: False, True). H, HV, K and V are runtime arguments (kernels.py): K and V only
-select the tiles BK/BV, the trip counts NK/NV and their alignment class; beta/g's dtype and
+backend's (npu: False, True). K and V are runtime arguments (kernels.py): they only select the
+tiles BK/BV, the trip counts NK/NV, whether the last tiles are full and their alignment class;
+H and HV are compile-time (row strides); beta/g's dtype and
 cu_seqlens's are the element type of a load. These are covered along n specializations per
 structural combination instead of crossed (their full product is ~60x larger, hours on a 2-core
 CPU), and specs that compile the same program (``Spec.specialization``: same tiles, trip counts,
@@ -115,13 +116,13 @@ CRASH_RETRIES = 2
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
 FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
-CONSTEXPRS = ("BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", *FLAGS)
+CONSTEXPRS = ("H", "HV", "BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", *FLAGS)
 
 
 @dataclass(frozen=True)
 class Spec:
     """One specialization to lower, for ``backend`` (a key of STAGES): its representative runtime
-    dims (H, HV, K, V) and everything the compile is keyed on (``specialization``)."""
+    dims (K, V) and everything the compile is keyed on (``specialization``)."""
 
     kernel: str
     BT: int
@@ -179,7 +180,7 @@ class Spec:
         """The compile this spec stands for (specialization.py): specs that share it lower the
         same program."""
         return Specialization(
-            backend=self.backend, kernel=self.kernel, BT=self.BT, BK=self.BK, BV=self.BV, NK=self.NK, NV=self.NV,
+            backend=self.backend, kernel=self.kernel, H=self.H, HV=self.HV, BT=self.BT, BK=self.BK, BV=self.BV, NK=self.NK, NV=self.NV,
             K_class=int_class(self.K), V_class=int_class(self.V), EVEN_K=self.EVEN_K, EVEN_V=self.EVEN_V,
             USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN,
             GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR, LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD,

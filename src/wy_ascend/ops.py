@@ -55,7 +55,7 @@ class _Call:
         # The compiled kernel this call launches (every launch of the plan shares it); its flags
         # are the launch's: head-major beta/g only with several value heads, and so on.
         self.specialization: Specialization = of_launch(
-            self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, HV=problem.HV,
+            self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
             dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=cu_seqlens.dtype if cu_seqlens is not None else None,
             use_g=problem.use_g, varlen=problem.varlen)
         self.emulate = self.backend.variant(self.config)[2]

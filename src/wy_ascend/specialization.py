@@ -1,14 +1,14 @@
 """Kernel specializations: what one compile of an entry kernel is keyed on.
 
 Triton compiles an entry kernel once per distinct set of constexpr values, pointer dtypes and
-classes of its specialized integer arguments. In kernels.py the constexprs are the tiles (BT,
-BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
+classes of its specialized integer arguments. In kernels.py the constexprs are the heads (H,
+HV), the tiles (BT, BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
 structure, see kernels.py), whether K and V fill their tiles (EVEN_K, EVEN_V: then the kernel
-takes them as constants) and the feature flags; H, HV, T and the launch offsets are runtime
+takes them as constants) and the feature flags; T and the launch offsets are runtime
 integers that never specialize (``do_not_specialize``); K and V are runtime integers that Triton
 specializes by class (``int_class``: divisible by 16, equal to 1, other), which keeps the
 alignment facts its vectorizer needs. So a ``Specialization`` covers every problem with the same
-tiles, trip counts, flags, dtypes and K/V classes, whatever its heads, lengths and exact K and V.
+heads, tiles, trip counts, flags, dtypes and K/V classes, whatever its lengths and exact K and V.
 
 ops.py labels each call with its specialization (``_Call.specialization``), the lowering gate
 enumerates them (lowering.py), and the device fuzz pool draws from that enumeration
@@ -52,6 +52,8 @@ class Specialization:
 
     backend: str
     kernel: str
+    H: int
+    HV: int
     BT: int
     BK: int
     BV: int
@@ -78,7 +80,7 @@ class Specialization:
                                                self.DOT_GUARD, self.PERSISTENT))
         k = "even" if self.EVEN_K else self.K_class
         v = "even" if self.EVEN_V else self.V_class
-        return (f"{self.backend}:{self.kernel} BT={self.BT} BK={self.BK}x{self.NK} BV={self.BV}x{self.NV} "
+        return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} BV={self.BV}x{self.NV} "
                 f"K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
 
     def accepts(self, K: int, V: int) -> bool:
@@ -87,13 +89,13 @@ class Specialization:
                 V % self.BV == 0) == (self.NK, self.NV, self.K_class, self.V_class, self.EVEN_K, self.EVEN_V)
 
 
-def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, HV: int,
+def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, H: int, HV: int,
               dtype: torch.dtype, gate_dtype: torch.dtype, index_dtype: torch.dtype | None, use_g: bool,
               varlen: bool) -> Specialization:
     """The specialization ops.py launches for this plan and problem (the same rules as its launch)."""
     dot_guard, head_major, _ = backend.variant(config)
     return Specialization(
-        backend=backend.name, kernel=plan.kernel, BT=BT, BK=plan.BK, BV=plan.BV,
+        backend=backend.name, kernel=plan.kernel, H=H, HV=HV, BT=BT, BK=plan.BK, BV=plan.BV,
         NK=cdiv(K, plan.BK), NV=cdiv(V, plan.BV), K_class=int_class(K), V_class=int_class(V),
         EVEN_K=K % plan.BK == 0, EVEN_V=V % plan.BV == 0,
         USE_G=use_g, IS_VARLEN=varlen,

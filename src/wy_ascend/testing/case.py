@@ -175,7 +175,7 @@ class Case:
         spec = backend.spec(torch.device("cpu"), config)
         varlen = self.cu_seqlens is not None
         return {kernel: of_launch(backend, config, plan(kernel, NT=1, BH=1, BT=self.BT, K=self.K, V=self.V, spec=spec),
-                                  BT=self.BT, K=self.K, V=self.V, HV=self.HV, dtype=self.torch_dtype,
+                                  BT=self.BT, K=self.K, V=self.V, H=self.H, HV=self.HV, dtype=self.torch_dtype,
                                   gate_dtype=self.torch_dtype, index_dtype=torch.int64 if varlen else None,
                                   use_g=self.use_g, varlen=varlen)
                 for kernel in ("fwd", "bwd")}
