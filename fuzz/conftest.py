@@ -57,6 +57,7 @@ that fails (SIGKILL), the parts directory stays behind; .ci/nightly_summary.py r
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -141,8 +142,30 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from e
     bound = bind_worker_device(run.backend)
     _check_backend(run.backend)
+    _prepare_pool(config, run)
     config.option.hypothesis_show_statistics = True
     config.pluginmanager.register(FuzzReport(config, run, bound, started), "wy_fuzz_report")
+
+
+def _prepare_pool(config: pytest.Config, run: RunConfig) -> None:
+    """The run's specialization pool (fuzz/pool.py): its date pinned for the xdist workers (a run
+    that passes midnight keeps one pool), its labels noted for the report and, in the controller,
+    compiled in parallel before any case (``WY_ASCEND_WARMUP_JOBS`` processes, default the CPU
+    count - 1; 0 skips it)."""
+    from fuzz import pool, profiles
+
+    os.environ.setdefault(pool.DATE_ENV, datetime.datetime.now(datetime.timezone.utc).date().isoformat())
+    try:
+        entries = pool.run_pool(run.backend, run.profile.pool)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
+    profiles.POOL_LABELS = sorted(label for e in entries for label in e.labels) if entries else None
+    if hasattr(config, "workerinput"):
+        return
+    print(pool.describe(entries, run.backend), file=sys.stderr)
+    jobs = int(os.environ.get("WY_ASCEND_WARMUP_JOBS") or max(1, (os.cpu_count() or 2) - 1))
+    if entries and jobs > 0:
+        profiles.WARMUP_SECONDS = pool.warm_up(entries, jobs)
 
 
 class FuzzReport:

@@ -7,7 +7,9 @@ ci         CPU         derandomized (the same examples every run, no database), 
                        that finishes in about 2 min 45 s on an idle 2-core machine (2 xdist workers).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
-                       HV up to 32, one case in eight an accelerator-sized one (see ``large``).
+                       HV up to 32, one case in eight an accelerator-sized one (see ``large``);
+                       every case from a pool of NIGHTLY_POOL entries rotated by date and compiled
+                       before the run (fuzz/pool.py), so cases run warm.
 large      npu / cuda  few examples sized near device memory: launches past the 65535-block
                        limit, packed batches of millions of tokens.
 =========  ==========  ===========================================================================
@@ -70,6 +72,7 @@ class Profile:
     kind: str = "small"  # strategies.case_strategy: "small", "mixed" (some large cases) or "large"
     derandomize: bool = False
     accelerator: bool = False  # meant for --backend npu/cuda/npu-cuda (a CPU run would take hours)
+    pool: int | None = None  # specialization pool entries on a compiling backend (fuzz/pool.py); None: no pool
     extra: dict[str, Any] = field(default_factory=dict)
 
     def hypothesis_settings(self) -> settings:
@@ -110,13 +113,17 @@ LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, split_seqs
                     max_value_heads=32, dims=(64, 128), plan_tasks=2**20, large_tokens=2**24,
                     large_bytes=int(os.environ.get("WY_ASCEND_LARGE_BYTES", 96 * 2**30)))
 
+# Nightly pool: 24 entries (~130 specializations, compiled in parallel before the run); the cuda
+# enumeration's 384 entries take 16 nights to cover, the npu one's 576 take 24 (fuzz/pool.py).
+NIGHTLY_POOL = 24
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         Profile("ci", "CPU CI: derandomized, fixed budget (~2 min 45 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items()}, NIGHTLY_SIZES,
-                kind="mixed", accelerator=True),
+                kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
         Profile("large", "accelerator, sizes near device memory, few examples",
                 {"oracle": 6, "launch_invariance": 4, "memory_layout": 2, "varlen_split": 3, "grouped_heads": 3,
                  "plan_coverage": 100, "bad_input": 50}, LARGE_SIZES, kind="large", accelerator=True),

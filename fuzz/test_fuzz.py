@@ -27,6 +27,7 @@ from hypothesis import example, given
 from hypothesis.control import current_build_context
 
 from fuzz.profiles import TALLY, current
+from fuzz.pool import run_pool
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
@@ -37,10 +38,11 @@ from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 
 RUN = current()
 PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
+POOL = run_pool(BACKEND, PROFILE.pool)  # the same pool in every worker (conftest.py pins its date)
 
 
 def _cases(sizes: Sizes = SIZES, **flags: Any) -> Any:
-    return case_strategy(PROFILE.kind, sizes, BACKEND, **flags)
+    return case_strategy(PROFILE.kind, sizes, BACKEND, pool=POOL, **flags)
 
 
 def _note(error: BaseException, note: str) -> None:
