@@ -39,3 +39,14 @@ def test_the_cuda_variant_is_bitwise_the_npu_variant(name, backend, device):
     for key, out in guarded.items():
         if out is not None:
             assert held[key] is not None and held[key].equal(out), key
+
+
+def test_the_cuda_autotune_search_is_distinct_valid_configs():
+    """Every (num_warps, num_stages) the cuda backend autotunes over is in the searched range
+    (warps a power of two in 2..8, as Triton requires; stages 1..4) and none repeats (a repeat is
+    a wasted compile and benchmark on every new shape); the first is the one
+    WY_ASCEND_AUTOTUNE=0 keeps (the configuration every device measurement in docs/ used)."""
+    configs = backends.CUDA_CONFIGS
+    assert len(set(configs)) == len(configs)
+    assert all(w in (2, 4, 8) and 1 <= s <= 4 for w, s in configs)
+    assert configs[0] == (4, 2)
