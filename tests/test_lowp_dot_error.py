@@ -72,10 +72,13 @@ def test_bf16_operand_error_is_well_inside_the_bound(dist):
 
 
 def test_ill_conditioned_nightly_find_is_inside_the_bound():
-    """The H200 nightly find (regressions/oracle-295735d84e54.json): repeated keys make
-    w = A (k*beta) cancel; the cuda kernel's w error (7.890e-03, equal to this emulation's)
-    exceeds the bound without the sensitivity term, and is 0.52x the bound with it."""
-    case = Case(B=1, T=41, H=1, HV=1, K=64, V=64, BT=64, use_g=False, dtype="bfloat16", dist="repeated_keys", seed=1)
+    """The shape of the H200 nightly find (regressions/oracle-295735d84e54.json: seed 1 under
+    torch's generator, which build_inputs no longer uses; there the cuda kernel's w error,
+    7.890e-03, equalled this emulation's and was 0.52x the bound with the sensitivity term).
+    Seed 0 of rng's inputs is such a case again: repeated keys make w = A (k*beta) cancel; the
+    emulation's w error (9.26e-03) exceeds the bound without the sensitivity term (7.81e-03),
+    and the worst output (dk) is 0.64x the bound with it."""
+    case = Case(B=1, T=41, H=1, HV=1, K=64, V=64, BT=64, use_g=False, dtype="bfloat16", dist="repeated_keys", seed=0)
     x = case.build_inputs()
     w_ref = oracle_outputs(x)["w"]
     assert rel_rms(emulate(case, x)["w"], w_ref) > tolerance("bfloat16", w_ref)

@@ -111,10 +111,10 @@ def _chunk_layout(cu_seqlens: torch.Tensor | None, B: int, T: int, BT: int, devi
     start = cu[seq] + local * BT
     n = torch.minimum(cu[seq + 1] - start, torch.tensor(BT))
     rows = torch.arange(BT)
-    tok = start[:, None] + rows
-    valid = rows < n[:, None]
-    idx = torch.where(valid, tok, torch.tensor(B * T))
-    return _Layout(idx.to(device), valid.to(device), tok[valid].to(device))
+    idx = torch.where(rows < n[:, None], start[:, None] + rows, torch.tensor(B * T)).to(device)
+    # One upload (each is a sync on a GPU); the valid rows in chunk-major order are the tokens
+    # 0 .. cu[-1] - 1 in order, as chunks tile every sequence in order.
+    return _Layout(idx, idx < B * T, torch.arange(int(cu[-1]), device=device))
 
 
 def _gather(x: torch.Tensor, lay: _Layout) -> torch.Tensor:

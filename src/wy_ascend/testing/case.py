@@ -3,8 +3,10 @@
 A case names the layout (fixed ``B x T`` or ``cu_seqlens``), the heads and dims, the
 chunk size, dtype, gate flag, the input distribution and its seed, the launch knobs and
 the backend. ``build_inputs`` rebuilds the tensors deterministically from those fields
-alone (generated in float64 on the CPU from a seeded generator, then cast and moved),
-so a case written to ``regressions/`` reproduces its failure anywhere. ``arguments`` hands
+alone, on the case's device (float64 from the counter-based generator of ``rng``, one
+stream per draw, then cast), so a case written to ``regressions/`` reproduces its failure
+anywhere: on every device the same values up to the float64 rounding of the transcendental
+functions and of ``build_A``'s triangular solve. ``arguments`` hands
 them to the ops as a caller may: optional ``chunk_indices`` passed, any argument in another
 memory layout (``memory``: offset, strided, sliced or transposed-back views of equal values).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -23,6 +26,7 @@ from ..layout import prepare_chunk_indices
 from ..planning import plan
 from ..reference import build_A
 from ..specialization import Specialization, of_launch
+from . import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -35,6 +39,10 @@ DISTRIBUTIONS = (
     "long_gates",  # gate steps down to -8 per token: exp2 spans up to hundreds of binary decades per chunk
     "zeros",  # k, v, beta and the incoming gradients zero on random tokens
 )
+# The generator stream of each draw (``rng``), by its index: append only, for a stored case's
+# inputs depend on it.
+STREAMS = ("k", "v", "beta", "gate", "dw", "du", "beta_bit", "key_pick", "long_gate", "zero_k", "zero_v", "zero_dw",
+           "zero_du", "zero_beta")
 
 # Launch knobs, then the kernel-variant knobs (backends.LaunchConfig says what each does).
 LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "gate_head_major",
@@ -232,46 +240,51 @@ class Case:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
 
-    def _token_chunks(self) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The number of chunks and, per token of the flattened [B*T] axis, its chunk, its row in
-        that chunk and the chunk's length (``chunk_bounds``), as int64 tensors."""
-        bounds = torch.tensor([(s, e - s) for _, s, e in self.chunk_bounds()], dtype=torch.int64).view(-1, 2)
-        start, n = bounds[:, 0], bounds[:, 1]
-        chunk = torch.repeat_interleave(torch.arange(len(n)), n)
-        return len(n), chunk, torch.arange(len(chunk)) - start[chunk], n[chunk]
+    def _token_chunks(self, cu: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The number of chunks (from the fields: no device read) and, on ``cu``'s device, per token
+        of the flattened [B*T] axis, its chunk, its row in that chunk and the chunk's length
+        (``chunk_bounds``); ``cu`` holds the sequence bounds (cu_seqlens, or the B rows of T tokens)."""
+        t = torch.arange(self.B * self.T, device=cu.device)
+        seq = torch.searchsorted(cu, t, right=True) - 1  # an empty sequence repeats a bound: the last one wins
+        row = (t - cu[seq]) % self.BT
+        length = torch.clamp(cu[seq + 1] - (t - row), max=self.BT)
+        return len(self.chunk_bounds()), torch.cumsum(row == 0, 0) - 1, row, length
 
     def build_inputs(self, device: torch.device | str = "cpu") -> Inputs:
-        """The case's tensors, deterministic in the case's fields (float64 generation on the CPU)."""
-        gen = torch.Generator().manual_seed(self.seed)
+        """The case's tensors on ``device``, deterministic in the case's fields: drawn in float64
+        on ``float64_device(device)`` (the GPU itself; the host for an NPU) from ``rng``."""
+        dev = torch.device(device)
+        work = float64_device(dev)
         B, T, H, HV, K, V = self.B, self.T, self.H, self.HV, self.K, self.V
         f64 = torch.float64
+        host_cu = torch.tensor(self.cu_seqlens, dtype=torch.int64) if self.cu_seqlens is not None else None
+        cu = torch.arange(B + 1, device=work) * T if host_cu is None else host_cu.to(work)
 
-        def randn(*shape: int) -> torch.Tensor:
-            return torch.randn(*shape, generator=gen, dtype=f64)
+        def draw(kind: Callable[[int, rng.Draws, torch.device], list[torch.Tensor]],
+                 **shapes: tuple[int, ...]) -> list[torch.Tensor]:
+            """Tensors of the streams named (STREAMS), drawn in one pass."""
+            return kind(self.seed, [(STREAMS.index(name), shape) for name, shape in shapes.items()], work)
 
-        def rand(*shape: int) -> torch.Tensor:
-            return torch.rand(*shape, generator=gen, dtype=f64)
-
-        k = randn(B, T, H, K)
-        v = randn(B, T, HV, V)
-        beta = torch.sigmoid(randn(B, T, HV))
-        steps = torch.log2(torch.sigmoid(randn(B, T, HV) + 2.0))  # log2 of a forget gate, in (-inf, 0)
-        dw, du = randn(B, T, HV, K), randn(B, T, HV, V)
-        n_chunks, chunk, row, length = self._token_chunks()
+        k, v, beta, gate, dw, du = draw(rng.normal, k=(B, T, H, K), v=(B, T, HV, V), beta=(B, T, HV),
+                                        gate=(B, T, HV), dw=(B, T, HV, K), du=(B, T, HV, V))
+        beta = torch.sigmoid(beta)
+        steps = torch.log2(torch.sigmoid(gate + 2.0))  # log2 of a forget gate, in (-inf, 0)
+        n_chunks, chunk, row, length = self._token_chunks(cu)
         if self.dist == "beta_extremes":
-            beta = (rand(B, T, HV) < 0.5).to(f64)
+            beta = (draw(rng.uniform, beta_bit=(B, T, HV))[0] < 0.5).to(f64)
         elif self.dist == "repeated_keys":
-            # Each token takes the key of its chunk's first or second token (one random bit per
-            # token, drawn in token order: the stream per-chunk draws would give).
-            pick = torch.randint(0, 2, (B * T,), generator=gen)
-            src = torch.arange(B * T) - row + torch.minimum(pick, length - 1)
+            # Each token takes the key of its chunk's first or second token (one random bit per token).
+            pick = (draw(rng.uniform, key_pick=(B * T,))[0] < 0.5).long()
+            src = torch.arange(B * T, device=work) - row + torch.minimum(pick, length - 1)
             k = k.view(B * T, H, K)[src].view(B, T, H, K)
         elif self.dist == "long_gates":
-            steps = -8.0 * rand(B, T, HV)
-        elif self.dist == "zeros":
-            for x in (k, v, dw, du):
-                x.masked_fill_((rand(*x.shape[:2]) < 0.3).view(*x.shape[:2], *[1] * (x.ndim - 2)), 0.0)
-            beta.masked_fill_(rand(B, T, HV) < 0.3, 0.0)
+            steps = -8.0 * draw(rng.uniform, long_gate=(B, T, HV))[0]
+        elif self.dist == "zeros":  # k, v, dw, du zeroed per token, beta per token and head
+            *tokens, heads = draw(rng.uniform, zero_k=(B, T), zero_v=(B, T), zero_dw=(B, T), zero_du=(B, T),
+                                  zero_beta=(B, T, HV))
+            for x, u in zip((k, v, dw, du), tokens):
+                x.masked_fill_((u < 0.3).view(B, T, *[1] * (x.ndim - 2)), 0.0)
+            beta.masked_fill_(heads < 0.3, 0.0)
         k = torch.nn.functional.normalize(k, dim=-1) if self.dist != "zeros" else k / math.sqrt(K)
         g = None
         if self.use_g:
@@ -281,20 +294,18 @@ class Case:
             padded[chunk, row] = steps.view(B * T, HV)
             g = torch.cumsum(padded, 1)[chunk, row].view(B, T, HV)
         dt = self.torch_dtype
-        cu = torch.tensor(self.cu_seqlens, dtype=torch.int64) if self.cu_seqlens is not None else None
         # A is built from the inputs as the op will see them (rounded to dt), so it is the
-        # exact M^-1 of those inputs up to A's own rounding.
+        # exact M^-1 of those inputs up to A's own rounding (cu_seqlens given on the host, where
+        # build_A's layout reads them: no device read).
         rk, rb = k.to(dt).to(f64), beta.to(dt).to(f64)
         rg = g.to(dt).to(f64) if g is not None else None
-        A = build_A(rk, rb, rg, cu, chunk_size=self.BT, dtype=f64)
-        dev = torch.device(device)
-        return Inputs(
-            k.to(dtype=dt, device=dev),
-            v.to(dtype=dt, device=dev),
-            beta.to(dtype=dt, device=dev),
-            A.to(dtype=dt, device=dev),
-            g.to(dtype=dt, device=dev) if g is not None else None,
-            dw.to(dtype=dt, device=dev),
-            du.to(dtype=dt, device=dev),
-            cu.to(dev) if cu is not None else None,
-        )
+        A = build_A(rk, rb, rg, host_cu, chunk_size=self.BT, dtype=f64)
+        k, v, beta, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, beta, A, dw, du))
+        return Inputs(k, v, beta, A, g.to(dtype=dt, device=dev) if g is not None else None, dw, du,
+                      cu.to(dev) if host_cu is not None else None)
+
+
+def float64_device(device: torch.device) -> torch.device:
+    """Where float64 math on tensors of ``device`` runs: a CUDA device itself (IEEE float64
+    there too, no host round trip), else the host (Ascend NPUs lack float64 for most operators)."""
+    return device if device.type == "cuda" else torch.device("cpu")

@@ -38,7 +38,8 @@ from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, program_tasks
 from ..validation import SUPPORTED_BT
-from .case import Case, Inputs
+from . import rng
+from .case import Case, Inputs, float64_device
 from .phases import phase
 
 Metrics = dict[str, Any]
@@ -109,21 +110,31 @@ def supported(case: Case) -> bool:
     return all(plannable(kernel, case.BT, ub) for kernel in LIVE_FP32)
 
 
-def float64_device(device: torch.device) -> torch.device:
-    """Where float64 math on tensors of ``device`` runs: a CUDA device itself (IEEE float64
-    there too, no host round trip), else the host (Ascend NPUs lack float64 for most operators)."""
-    return device if device.type == "cuda" else torch.device("cpu")
+def _norms(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """``[out all finite, ||out - ref||, ||ref||]`` in float64 on ``float64_device``, left there:
+    a comparison gathers these and reads them all in one transfer (``_read``), not one per output."""
+    device = float64_device(out.device)
+    out, ref = out.detach().to(device, torch.float64), ref.detach().to(device, torch.float64)
+    return torch.stack((torch.isfinite(out).all().to(torch.float64), torch.linalg.vector_norm(out - ref),
+                        torch.linalg.vector_norm(ref)))
+
+
+def _ratio(finite: float, diff: float, scale: float) -> float:
+    """rel_rms from ``_norms`` read on the host."""
+    if not finite:
+        return math.inf
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
+def _read(rows: list[torch.Tensor]) -> list[list[float]]:
+    """The host values of equally shaped 1-D tensors, in one device-to-host transfer (a row on
+    the host, after an out-of-memory fallback, is first moved to the first row's device)."""
+    return torch.stack([r.to(rows[0].device) for r in rows]).tolist() if rows else []
 
 
 def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref|| in float64; 0 when both are zero, inf on any NaN."""
-    device = float64_device(out.device)
-    out, ref = out.detach().to(device, torch.float64), ref.detach().to(device, torch.float64)
-    if not torch.isfinite(out).all():
-        return math.inf
-    diff = torch.linalg.vector_norm(out - ref).item()
-    scale = torch.linalg.vector_norm(ref).item()
-    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+    return _ratio(*_read([_norms(out, ref)])[0])
 
 
 def tolerance(dtype: str, ref: torch.Tensor, sensitivity: float = 0.0) -> float:
@@ -140,9 +151,13 @@ def tolerance(dtype: str, ref: torch.Tensor, sensitivity: float = 0.0) -> float:
     sensitivity; tests/test_lowp_dot_error.py). On the emulation test's case it is 0.3-0.9x the
     first term for every input distribution, so there the bound is what it was.
     """
+    return _bound(dtype, 0.0 if dtype == "float32" else rel_rms(ref.to(getattr(torch, dtype)), ref), sensitivity)
+
+
+def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
+    """``tolerance`` given the output's rounding error ``round_err`` (rel_rms of it rounded to ``dtype``)."""
     if dtype == "float32":
         return FP32_RTOL
-    round_err = rel_rms(ref.to(getattr(torch, dtype)), ref)
     return max(LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 2), sensitivity)
 
 
@@ -150,24 +165,26 @@ NUDGED = ("k", "v", "beta", "A", "dw", "du")  # what the kernels multiply (g onl
 
 
 def rounding_sensitivity(inputs: Inputs, ref: dict[str, torch.Tensor | None], dtype: str) -> dict[str, float]:
-    """Per output, rel_rms between the exact outputs and the exact outputs of the inputs with
-    each element of ``NUDGED`` moved by half an ulp of ``dtype`` (``x * (1 +- u/2)``, random
-    signs from a fixed seed): the problem's own amplification of the roundings that computing
-    in ``dtype`` implies. Float64 on ``float64_device``, on the host when that is out of memory."""
+    """Per output, rel_rms between the exact outputs ``ref`` and ``nudged_outputs``: the problem's
+    own amplification of the roundings that computing in ``dtype`` implies."""
+    moved = nudged_outputs(inputs, dtype)
+    return {name: rel_rms(m, r) for name, r in ref.items() if r is not None and (m := moved[name]) is not None}
+
+
+def nudged_outputs(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
+    """The exact outputs of the inputs with each element of ``NUDGED`` moved by half an ulp of
+    ``dtype`` (``x * (1 +- u/2)``, random signs from ``rng``, seed 0: the same on every device).
+    Float64 on ``float64_device``, on the host when that is out of memory."""
     half_ulp = UNIT_ROUNDOFF[dtype] / 2
 
     def nudged_oracle(device: torch.device) -> dict[str, torch.Tensor | None]:
-        gen = torch.Generator(device=device).manual_seed(0)
+        xs = [getattr(inputs, name) for name in NUDGED]
+        signs = rng.uniform(0, [(i, tuple(x.shape)) for i, x in enumerate(xs)], device)  # stream i: NUDGED[i]
+        return _oracle_on(inputs._replace(**{
+            name: x.to(device, torch.float64) * torch.where(u < 0.5, 1 + half_ulp, 1 - half_ulp)
+            for name, x, u in zip(NUDGED, xs, signs)}), device)
 
-        def nudge(x: torch.Tensor) -> torch.Tensor:
-            x = x.to(device, torch.float64)
-            signs = torch.randint(0, 2, x.shape, generator=gen, device=device, dtype=torch.float64) * 2 - 1
-            return x * (1 + half_ulp * signs)
-
-        return _oracle_on(inputs._replace(**{n: nudge(getattr(inputs, n)) for n in NUDGED}), device)
-
-    moved = _on_float64_device(nudged_oracle, inputs.k.device)
-    return {name: rel_rms(m, r) for name, r in ref.items() if r is not None and (m := moved[name]) is not None}
+    return _on_float64_device(nudged_oracle, inputs.k.device)
 
 
 def build_inputs(case: Case) -> Inputs:
@@ -216,33 +233,44 @@ def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor |
 
     k, v, beta, A, dw, du = (f64(x) for x in (inputs.k, inputs.v, inputs.beta, inputs.A, inputs.dw, inputs.du))
     g = f64(inputs.g) if inputs.g is not None else None
-    cu = inputs.cu_seqlens.to(device) if inputs.cu_seqlens is not None else None
-    w, u = reference.wy_fwd(k, v, beta, A, g, cu)
-    dk, dv, dbeta, dg = reference.wy_bwd_given_A(k, v, beta, A, dw, du, g, cu)
+    # cu_seqlens as given: the oracle's layout reads them on the host (no device read if given there).
+    w, u = reference.wy_fwd(k, v, beta, A, g, inputs.cu_seqlens)
+    dk, dv, dbeta, dg = reference.wy_bwd_given_A(k, v, beta, A, dw, du, g, inputs.cu_seqlens)
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
 
 
 def check_oracle(case: Case) -> Metrics:
     """Forward and backward outputs match the float64 oracle within ``tolerance``."""
     inputs = build_inputs(case)
-    return compare_to_oracle(run_ops(case, inputs), inputs, case.dtype)
+    got = run_ops(case, inputs)
+    host_cu = torch.tensor(case.cu_seqlens) if case.cu_seqlens is not None else None  # the oracle's, read from the case
+    return compare_to_oracle(got, inputs._replace(cu_seqlens=host_cu), case.dtype)
 
 
 @phase("comparison")
 def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str) -> Metrics:
     """Metrics of the outputs ``got`` of ``inputs`` against the oracle; PropertyFailure naming
-    every output past its bound (``tolerance``, with the rounding sensitivity for bf16/fp16)."""
-    ref = oracle_outputs(inputs)
-    sensitivity = rounding_sensitivity(inputs, ref, dtype) if dtype != "float32" else {}
-    metrics: Metrics = {}
-    failures = []
+    every output past its bound (``tolerance``, with the rounding sensitivity for bf16/fp16).
+    Everything stays on the oracle's device up to one read of all the norms."""
+    ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None}
+    low = dtype != "float32"
+    rows = []
     for name, r in ref.items():
-        if r is None:
-            continue
         out = got[name]
         assert out is not None
-        err, tol = rel_rms(out, r), tolerance(dtype, r, sensitivity.get(name, 0.0))
-        metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": sensitivity[name]} if sensitivity else {})}
+        rows.append(_norms(out, r))
+    if low:  # each output's own rounding error, then its rounding sensitivity (``tolerance``)
+        moved = nudged_outputs(inputs, dtype)
+        rows += [_norms(r.to(getattr(torch, dtype)), r) for r in ref.values()]
+        rows += [_norms(moved[name], r) for name, r in ref.items()]  # type: ignore[arg-type]
+    ratios = [_ratio(*row) for row in _read(rows)]
+    n = len(ref)
+    metrics: Metrics = {}
+    failures = []
+    for i, name in enumerate(ref):
+        err, sensitivity = ratios[i], ratios[2 * n + i] if low else 0.0
+        tol = _bound(dtype, ratios[n + i] if low else 0.0, sensitivity)
+        metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": sensitivity} if low else {})}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
     if failures:
@@ -253,17 +281,24 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
 @phase("comparison")
 def _bitwise(label: str, a: dict[str, torch.Tensor | None], b: dict[str, torch.Tensor | None],
              names: tuple[str, ...]) -> Metrics:
-    metrics: Metrics = {}
-    failures = []
+    rows = {}  # per output of equal shapes: [mismatched elements, *_norms], read in one transfer
     for name in names:
         x, y = a[name], b[name]
         if x is None and y is None:
             continue
         assert x is not None and y is not None
-        same = x.shape == y.shape and torch.equal(x.cpu(), y.cpu())
-        mismatches = int((x.cpu() != y.cpu()).sum()) if x.shape == y.shape else -1
-        metrics[name] = {"mismatched_elements": mismatches, "rel_rms": rel_rms(x, y) if x.shape == y.shape else None}
-        if not same:
+        if x.shape == y.shape:
+            device = float64_device(x.device)
+            rows[name] = torch.cat(((x.to(device) != y.to(device)).sum().to(torch.float64).view(1), _norms(x, y)))
+    read = dict(zip(rows, _read(list(rows.values()))))
+    metrics: Metrics = {}
+    failures = []
+    for name in names:
+        if a[name] is None and b[name] is None:
+            continue
+        mismatches, rel = (int(read[name][0]), _ratio(*read[name][1:])) if name in read else (-1, None)
+        metrics[name] = {"mismatched_elements": mismatches, "rel_rms": rel}
+        if mismatches:
             failures.append(f"{name}: {mismatches} elements differ")
     if failures:
         raise PropertyFailure(f"{label}: " + "; ".join(failures), metrics)

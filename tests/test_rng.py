@@ -1,0 +1,171 @@
+"""The counter-based generator (wy_ascend.testing.rng) and the inputs and oracle comparison built
+on it: values a pure function of (seed, stream, index), fixed golden numbers, sane statistics;
+build_inputs draws from it alone; compare_to_oracle reads the device once."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from wy_ascend.testing import properties, rng
+from wy_ascend.testing.case import DISTRIBUTIONS, STREAMS, Case
+
+CPU = torch.device("cpu")
+MASK = (1 << 64) - 1
+
+
+def splitmix64(seed: int, n: int) -> list[int]:
+    """SplitMix64 as published (Steele, Lea, Flood 2014), in Python ints: the first n outputs."""
+    out, state = [], seed
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & MASK
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        out.append(z ^ (z >> 31))
+    return out
+
+
+def unsigned(x: torch.Tensor) -> list[int]:
+    return [v & MASK for v in x.tolist()]
+
+
+def test_bits_golden():
+    """Seed 0, stream 0 is SplitMix64 seeded with 0 (its published first output e220a8397b1dcdaf);
+    stream s starts 2**40 steps into the sequence seeded with mix(seed)."""
+    assert unsigned(rng.bits(0, 0, torch.arange(4))) == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4,
+                                                         0x06C45D188009454F, 0xF88BB8A8724C81EC]
+    assert unsigned(rng.bits(0, 0, torch.arange(5))) == splitmix64(0, 5)
+    assert unsigned(rng.bits(12345, 3, torch.arange(6))) == splitmix64(rng.mix(12345) + (3 << 40) * rng.GAMMA, 6)
+    assert rng.bits(12345, 2, torch.arange(3)).tolist() == [362899993001810052, 7620440334004010858,
+                                                            4653414157625989073]
+
+
+def test_uniform_and_normal_golden():
+    """Uniforms are exact (k / 2**53); normals up to the float64 rounding of log1p, sqrt, cos, sin."""
+    u, = rng.uniform(12345, [(2, (3,))], CPU)
+    assert u.tolist() == [0.019672848040376834, 0.4131048982711655, 0.25226208695864494]
+    assert u.tolist() == [(b >> 11) * 2.0**-53 for b in unsigned(rng.bits(12345, 2, torch.arange(3)))]
+    z, = rng.normal(12345, [(2, (3,))], CPU)
+    assert z.tolist() == pytest.approx([-0.17036299457468893, 0.1035099950285971, -0.6142642038044338], rel=1e-14)
+
+
+def test_pure_function_of_seed_stream_index():
+    """Any index set gives the values of those indices: a slice of a long draw, a permutation, a
+    shape, another batch of streams; seeds and streams differ."""
+    long = rng.bits(7, 1, torch.arange(1000))
+    assert torch.equal(rng.bits(7, 1, torch.arange(300, 420)), long[300:420])
+    perm = torch.randperm(1000, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(rng.bits(7, 1, perm), long[perm])
+    assert not torch.equal(rng.bits(8, 1, torch.arange(1000)), long)
+    assert not torch.equal(rng.bits(7, 2, torch.arange(1000)), long)
+    for draw in (rng.uniform, rng.normal):
+        whole, = draw(7, [(1, (1001,))], CPU)
+        for n in (1, 2, 77, 500):  # odd and even prefixes: a normal pair is never split differently
+            assert torch.equal(draw(7, [(1, (n,))], CPU)[0], whole[:n])
+        assert torch.equal(draw(7, [(1, (7, 11, 13))], CPU)[0], whole[:1001].view(7, 11, 13))
+        batch = draw(7, [(4, (3, 5)), (1, (9,)), (2, (0,)), (6, (2, 2))], CPU)
+        alone = [draw(7, [(s, shape)], CPU)[0] for s, shape in [(4, (3, 5)), (1, (9,)), (2, (0,)), (6, (2, 2))]]
+        assert all(torch.equal(a, b) for a, b in zip(batch, alone))
+        assert torch.equal(batch[1], whole[:9])
+
+
+N = 1 << 20
+
+
+def test_uniform_statistics():
+    """2**20 uniforms: mean, variance, lag-1 correlation within 5 standard errors of U[0, 1)'s
+    (sd of the mean sqrt(1/12/N) = 2.8e-4, of the variance sqrt((1/80 - 1/144)/N) = 7.3e-5, of
+    the correlation 1/sqrt(N) = 9.8e-4); 16 equal bins pass a chi-square test with 15 degrees of
+    freedom at p = 1e-6 (bound 50); every value in [0, 1)."""
+    u, = rng.uniform(3, [(0, (N,))], CPU)
+    assert 0 <= float(u.min()) and float(u.max()) < 1
+    assert abs(float(u.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / N)
+    assert abs(float(u.var()) - 1 / 12) < 5 * math.sqrt((1 / 80 - 1 / 144) / N)
+    assert abs(float(torch.corrcoef(torch.stack((u[:-1], u[1:])))[0, 1])) < 5 / math.sqrt(N)
+    counts = torch.bincount((u * 16).long(), minlength=16).double()
+    assert float(((counts - N / 16) ** 2 / (N / 16)).sum()) < 50
+
+
+def test_normal_statistics():
+    """2**20 normals: mean, variance, lag-1 correlation (across and within Box-Muller pairs)
+    within 5 standard errors of N(0, 1)'s (1/sqrt(N) = 9.8e-4, sqrt(2/N) = 1.4e-3); the tail
+    beyond 3 within 5 sd of its binomial count (P = 2.7e-3)."""
+    z, = rng.normal(3, [(0, (N,))], CPU)
+    assert abs(float(z.mean())) < 5 / math.sqrt(N)
+    assert abs(float(z.var()) - 1) < 5 * math.sqrt(2 / N)
+    pairs = z.view(-1, 2)
+    for a, b in ((z[:-1], z[1:]), (pairs[:, 0], pairs[:, 1])):
+        assert abs(float(torch.corrcoef(torch.stack((a, b)))[0, 1])) < 5 / math.sqrt(a.numel())
+    p = math.erfc(3 / math.sqrt(2))
+    assert abs(int((z.abs() > 3).sum()) - p * N) < 5 * math.sqrt(p * (1 - p) * N)
+
+
+CASES = [Case(B=2, T=40, H=2, HV=4, K=24, V=20, BT=16, dtype="bfloat16", use_g=True, dist=dist, seed=11)
+         for dist in DISTRIBUTIONS] + [
+    Case(cu_seqlens=(0, 3, 3, 9, 20, 90), HV=2, K=32, V=16, BT=32, use_g=True, dist=dist, seed=5)
+    for dist in DISTRIBUTIONS]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.dist}-{'varlen' if c.cu_seqlens else 'fixed'}")
+def test_build_inputs_draws_from_rng_only(case, monkeypatch):
+    """build_inputs touches neither torch's global generator nor a torch.Generator, is the same on
+    every call, and its v and dw are the float64 normals of their streams, cast."""
+    state = torch.get_rng_state()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("build_inputs used torch's random number generation")
+
+    for name in ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal",
+                 "bernoulli", "multinomial", "Generator"):
+        monkeypatch.setattr(torch, name, refuse)
+    for name in ("normal_", "uniform_", "random_", "bernoulli_", "exponential_"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    x, y = case.build_inputs(), case.build_inputs()
+    monkeypatch.undo()
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(x, y))
+    B, T, HV = case.B, case.T, case.HV
+    v, dw = rng.normal(case.seed, [(STREAMS.index("v"), (B, T, HV, case.V)),
+                                   (STREAMS.index("dw"), (B, T, HV, case.K))], CPU)
+    if case.dist == "zeros":  # zeroed on the tokens of their own streams
+        for ref, name in ((v, "zero_v"), (dw, "zero_dw")):
+            ref.masked_fill_((rng.uniform(case.seed, [(STREAMS.index(name), (B, T))], CPU)[0] < 0.3)[..., None, None], 0)
+    assert torch.equal(x.v, v.to(case.torch_dtype)) and torch.equal(x.dw, dw.to(case.torch_dtype))
+
+
+@pytest.mark.parametrize("case", CASES[:1] + CASES[-1:], ids=["fixed", "varlen"])
+def test_token_chunks_match_chunk_bounds(case):
+    """The per-token chunk, row and chunk length built on the device agree with chunk_bounds."""
+    cu = torch.arange(case.B + 1) * case.T if case.cu_seqlens is None else torch.tensor(case.cu_seqlens)
+    n_chunks, chunk, row, length = case._token_chunks(cu)
+    bounds = case.chunk_bounds()
+    assert n_chunks == len(bounds)
+    expected = [(c, t - s, e - s) for c, (_, s, e) in enumerate(bounds) for t in range(s, e)]
+    assert list(zip(chunk.tolist(), row.tolist(), length.tolist())) == expected
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_compare_to_oracle_reads_the_device_once(dtype, monkeypatch):
+    """The comparison reads its numbers in one transfer (no rel_rms per output, no .item()), and
+    the rounding sensitivity's signs come from rng, not a torch.Generator."""
+    case = Case(cu_seqlens=(0, 5, 40), HV=2, BT=16, use_g=True, dtype=dtype)
+    inputs = case.build_inputs()
+    got = properties.run_ops(case, inputs)
+    reads = []
+    real_read = properties._read
+
+    def read(rows):
+        reads.append(len(rows))
+        return real_read(rows)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a host read or generator outside the comparison's one transfer")
+
+    monkeypatch.setattr(properties, "_read", read)
+    monkeypatch.setattr(properties, "rel_rms", refuse)
+    monkeypatch.setattr(torch.Tensor, "item", refuse)
+    monkeypatch.setattr(torch, "Generator", refuse)
+    metrics = properties.compare_to_oracle(got, inputs, dtype)
+    assert reads == [6 if dtype == "float32" else 18] and set(metrics) == set(properties.FWD_NAMES + properties.BWD_NAMES)
