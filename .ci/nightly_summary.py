@@ -140,6 +140,9 @@ def fuzz_section(report: Any, logs: str = "fuzz-report.json.logs/") -> list[str]
     pool = pool_line(report)
     if pool is not None:
         lines += ["", ("⚠️ " if report.get("pool_without_cases") else "") + pool + "."]
+    if report.get("warmup_slow"):
+        lines += ["", "⚠️ Pool entries left out, compiling past the warm-up deadline (a compile-time cliff): "
+                  + ", ".join(report["warmup_slow"]) + "."]
     failures = report.get("failures", [])
     if failures:
         lines += ["", f"**{len(failures)} failure(s):**", ""]

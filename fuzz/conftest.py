@@ -22,7 +22,8 @@ outcome}}`` (outcome ``interrupted``: the item was running when the run stopped)
 are those that compiled no new kernel (fuzz/counts.py): their rate is the suite's speed once
 compiled. Also ``specializations: {label: cases}`` (the kernel specializations the cases
 launched, wy_ascend.specialization), ``pool``, ``pool_covered`` and ``pool_without_cases`` (the
-run's pool, fuzz/profiles.py ``POOL_LABELS``, and which of it got no case; None without a pool)
+run's pool, fuzz/profiles.py ``POOL_LABELS``, and which of it got no case; None without a pool),
+``warmup_slow`` (pool entries whose compiles outlasted the warm-up's deadline, left out of the run)
 and ``time`` (every worker-second of the run by column, per property under each property's
 ``time`` and in total, ``other`` the rest: fuzz/counts.py). The report is only
 written when a property test ran (a replay of regressions/ alone leaves an earlier report in
@@ -157,15 +158,19 @@ def _prepare_pool(config: pytest.Config, run: RunConfig) -> None:
     os.environ.setdefault(pool.DATE_ENV, datetime.datetime.now(datetime.timezone.utc).date().isoformat())
     try:
         entries = pool.run_pool(run.backend, run.profile.pool)
+        jobs = int(os.environ.get("WY_ASCEND_WARMUP_JOBS") or max(1, (os.cpu_count() or 2) - 1))
+        deadline = float(os.environ.get("WY_ASCEND_WARMUP_DEADLINE") or pool.ENTRY_DEADLINE_S)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
+    if entries and jobs > 0 and not hasattr(config, "workerinput"):
+        print(pool.describe(entries, run.backend), file=sys.stderr)
+        warm = pool.warm_up(entries, jobs, deadline)
+        profiles.WARMUP_SECONDS = warm.seconds
+        profiles.WARMUP_SLOW = [e.name for e in warm.slow]
+        if warm.slow:  # the workers (started after this) leave them out too
+            os.environ[pool.SKIP_ENV] = ",".join(str(entries.index(e)) for e in warm.slow)
+            entries = pool.run_pool(run.backend, run.profile.pool)
     profiles.POOL_LABELS = sorted(label for e in entries for label in e.labels) if entries else None
-    if hasattr(config, "workerinput"):
-        return
-    print(pool.describe(entries, run.backend), file=sys.stderr)
-    jobs = int(os.environ.get("WY_ASCEND_WARMUP_JOBS") or max(1, (os.cpu_count() or 2) - 1))
-    if entries and jobs > 0:
-        profiles.WARMUP_SECONDS = pool.warm_up(entries, jobs)
 
 
 class FuzzReport:
@@ -378,6 +383,7 @@ class FuzzReport:
             "tests": dict(sorted(self.tests.items())),
             "specializations": dict(sorted(counts.specializations.items())),
             **pool_coverage(profiles.POOL_LABELS, counts.specializations),
+            "warmup_slow": profiles.WARMUP_SLOW,
             "time": breakdown(props, elapsed, len(self.nodes | set(self.devices)) or 1, profiles.WARMUP_SECONDS),
         }
 
@@ -410,6 +416,9 @@ class FuzzReport:
         pool = pool_line(s)
         if pool is not None:
             tr.write_line(pool, yellow=bool(s["pool_without_cases"]))
+        if s["warmup_slow"]:
+            tr.write_line(f"pool entries left out, compiling past the warm-up deadline: {', '.join(s['warmup_slow'])}",
+                          yellow=True)
         for f in s["failures"]:
             tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
             tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")

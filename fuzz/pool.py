@@ -33,8 +33,9 @@ import os
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from wy_ascend.backends import BACKENDS, LaunchConfig
 from wy_ascend.planning import UnsupportedProblemError
@@ -42,8 +43,12 @@ from wy_ascend.testing.case import Case
 
 POOL_ENV = "WY_ASCEND_POOL"
 DATE_ENV = "WY_ASCEND_POOL_DATE"
+SKIP_ENV = "WY_ASCEND_POOL_SKIP"  # indices into the night's pool left out (set by the warm-up for its workers)
 MIN_DIM, MAX_DIM = 16, 256  # the K/V range of fuzz draws (strategies.dims)
 MODES = ("grid", "persistent")
+# Seconds one entry's compiles may take in the warm-up (WY_ASCEND_WARMUP_DEADLINE): an entry of
+# ~8 specializations compiled in ~12 s on the H200; one took over 75 s (docs/nightly-h200.md).
+ENTRY_DEADLINE_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,8 @@ def run_pool(backend: str, default_size: int | None) -> tuple[Entry, ...] | None
     size = pool_size(default_size)
     if size is None or BACKENDS[backend].interpret:
         return None
-    return select(entries(backend), size, rotation_day())
+    skip = {int(i) for i in (os.environ.get(SKIP_ENV) or "").split(",") if i.strip()}
+    return tuple(e for i, e in enumerate(select(entries(backend), size, rotation_day())) if i not in skip)
 
 
 # ----------------------------------------------------------------------------- warm-up
@@ -170,26 +176,69 @@ def _compile(template: Case) -> float:
     return time.perf_counter() - start
 
 
-def warm_up(pool: tuple[Entry, ...], jobs: int, out=sys.stderr) -> float:
-    """Compile every specialization of ``pool`` in ``jobs`` spawned processes, with a progress
-    line; returns the wall seconds. A failing compile is reported and left to the fuzz run
-    (its cases then fail where it shows, shrunk and stored like any failure)."""
-    start = time.perf_counter()
-    templates = [e.template for e in pool]
-    done = 0
+def _run_compile(template: Case, target: Callable[[Case], float]) -> None:
+    """A warm-up process: ``target(template)``; a failure exits non-zero after printing it."""
+    try:
+        target(template)
+    except BaseException as e:  # noqa: BLE001 - reported by the parent through the exit code
+        print(f"warm-up: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+@dataclass
+class WarmUp:
+    """What a warm-up did: its wall seconds, the entries compiled, failed and cut at the deadline."""
+
+    seconds: float = 0.0
+    compiled: list[Entry] = field(default_factory=list)
+    failed: list[Entry] = field(default_factory=list)
+    slow: list[Entry] = field(default_factory=list)
+
+
+def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE_S, out: TextIO | None = None,
+            target: Callable[[Case], float] = _compile) -> WarmUp:
+    """Compile every specialization of ``pool``, one spawned process per entry, ``jobs`` at a
+    time, with a progress line on ``out`` (default: stderr at call time).
+
+    An entry still compiling after ``deadline`` seconds is killed and listed as ``slow``: on the
+    H200 a few specializations compile for minutes (ptxas, docs/nightly-h200.md session 5), and a
+    warm-up that waits for them never starts the run; the fuzz run then leaves them out of its pool
+    (a compile-time cliff the summary names). A failing compile is listed as ``failed`` and stays
+    in the pool: its cases fail where it shows, shrunk and stored like any failure."""
+    out = out or sys.stderr
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(templates))), mp_context=ctx) as ex:
-        futures = {ex.submit(_compile, t): e for t, e in zip(templates, pool)}
-        for f in as_completed(futures):
-            done += 1
-            error = f.exception()
-            if error is not None:
-                print(f"\nwarm-up: {futures[f].name}: {type(error).__name__}: {error}", file=out)
-            bar = "#" * (30 * done // len(templates))
-            print(f"\rwarm-up [{bar:<30}] {done}/{len(templates)} entries {time.perf_counter() - start:.0f} s",
-                  end="", file=out, flush=True)
+    start = time.perf_counter()
+    result = WarmUp()
+    waiting = list(pool)
+    running: dict[Any, tuple[Entry, float]] = {}
+    while waiting or running:
+        while waiting and len(running) < max(1, jobs):
+            entry = waiting.pop(0)
+            proc = ctx.Process(target=_run_compile, args=(entry.template, target), daemon=True)
+            proc.start()
+            running[proc] = (entry, time.perf_counter())
+        time.sleep(0.05)
+        for proc, (entry, began) in list(running.items()):
+            if proc.is_alive() and time.perf_counter() - began < deadline:
+                continue
+            if proc.is_alive():
+                proc.kill()
+                result.slow.append(entry)
+                print(f"\nwarm-up: {entry.name}: still compiling after {deadline:.0f} s, left out of the pool",
+                      file=out)
+            elif proc.exitcode == 0:
+                result.compiled.append(entry)
+            else:
+                result.failed.append(entry)
+                print(f"\nwarm-up: {entry.name}: failed (exit code {proc.exitcode})", file=out)
+            proc.join()
+            del running[proc]
+            done = len(pool) - len(waiting) - len(running)
+            print(f"\rwarm-up [{'#' * (30 * done // len(pool)):<30}] {done}/{len(pool)} entries "
+                  f"{time.perf_counter() - start:.0f} s", end="", file=out, flush=True)
     print(file=out)
-    return time.perf_counter() - start
+    result.seconds = time.perf_counter() - start
+    return result
 
 
 def describe(pool: tuple[Entry, ...] | None, backend: str) -> str:

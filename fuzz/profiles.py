@@ -157,6 +157,7 @@ _RUN: RunConfig | None = None
 # this process spent compiling it before the first case (fuzz/pool.py warm_up).
 POOL_LABELS: list[str] | None = None
 WARMUP_SECONDS: float = 0.0
+WARMUP_SLOW: list[str] = []  # pool entries whose compiles outlasted the warm-up deadline (left out)
 
 
 def select(profile: str | None = None, backend: str | None = None) -> RunConfig:

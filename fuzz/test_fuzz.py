@@ -26,8 +26,8 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis.control import current_build_context
 
-from fuzz.profiles import TALLY, current
 from fuzz.pool import run_pool
+from fuzz.profiles import TALLY, current
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError

@@ -332,6 +332,6 @@ def test_specialization_labels_are_the_kernels_a_property_launches() -> None:
 
     case = Case(T=20, backend="cpu")
     fwd, bwd = specialization_labels("oracle", case)
-    assert fwd.startswith("cpu:fwd BT=16 ") and bwd.startswith("cpu:bwd BT=16 ")
+    assert fwd.startswith("cpu:fwd H=1 HV=1 BT=16 ") and bwd.startswith("cpu:bwd H=1 HV=1 BT=16 ")
     assert specialization_labels("plan_coverage", case) == specialization_labels("bad_input", case) == []
     assert specialization_labels("oracle", case.replace(knobs={"ub_bytes": 4096})) == []  # no plan fits

@@ -85,5 +85,36 @@ def test_pool_size_and_date_come_from_the_environment(monkeypatch) -> None:
 def test_warm_up_runs_each_entry_in_a_worker_and_reports_progress() -> None:
     entries = [e for e in pool.entries("cpu") if e.template.BT == 16][:2]
     out = io.StringIO()
-    seconds = pool.warm_up(tuple(entries), jobs=2, out=out)
-    assert seconds > 0 and "2/2 entries" in out.getvalue() and "Error" not in out.getvalue()
+    warm = pool.warm_up(tuple(entries), jobs=2, out=out)
+    assert warm.compiled == entries and not warm.failed and not warm.slow
+    assert warm.seconds > 0 and "2/2 entries" in out.getvalue()
+
+
+def _compile_slowly_when_bt_is_32(template) -> float:
+    """A stand-in for pool._compile (module level: spawned processes import it): BT=32 never ends."""
+    import time
+
+    time.sleep(3600 if template.BT == 32 else 0.0)
+    return 0.0
+
+
+def _fail(template) -> float:
+    raise RuntimeError("the compiler broke")
+
+
+def test_warm_up_cuts_an_entry_at_its_deadline_and_reports_failures() -> None:
+    entries = pool.entries("cpu")
+    fast, slow = next(e for e in entries if e.template.BT == 16), next(e for e in entries if e.template.BT == 32)
+    out = io.StringIO()
+    warm = pool.warm_up((slow, fast), jobs=2, deadline=40.0, out=out, target=_compile_slowly_when_bt_is_32)
+    assert (warm.compiled, warm.slow, warm.failed) == ([fast], [slow], [])
+    assert 40.0 <= warm.seconds < 100 and "still compiling after 40 s" in out.getvalue() and "2/2 entries" in out.getvalue()
+    warm = pool.warm_up((fast,), jobs=1, out=out, target=_fail)
+    assert warm.failed == [fast] and "failed (exit code 1)" in out.getvalue()
+
+
+def test_entries_the_warm_up_cut_leave_every_workers_pool(monkeypatch) -> None:
+    monkeypatch.setenv(pool.DATE_ENV, "2026-11-30")
+    full = pool.run_pool("cuda", 5)
+    monkeypatch.setenv(pool.SKIP_ENV, "1,3")
+    assert pool.run_pool("cuda", 5) == (full[0], full[2], full[4])

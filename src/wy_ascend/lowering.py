@@ -180,11 +180,11 @@ class Spec:
         """The compile this spec stands for (specialization.py): specs that share it lower the
         same program."""
         return Specialization(
-            backend=self.backend, kernel=self.kernel, H=self.H, HV=self.HV, BT=self.BT, BK=self.BK, BV=self.BV, NK=self.NK, NV=self.NV,
-            K_class=int_class(self.K), V_class=int_class(self.V), EVEN_K=self.EVEN_K, EVEN_V=self.EVEN_V,
-            USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN,
-            GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR, LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD,
-            PERSISTENT=self.PERSISTENT, dtype=self.dtype, gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
+            backend=self.backend, kernel=self.kernel, H=self.H, HV=self.HV, BT=self.BT, BK=self.BK, BV=self.BV,
+            NK=self.NK, NV=self.NV, K_class=int_class(self.K), V_class=int_class(self.V), EVEN_K=self.EVEN_K,
+            EVEN_V=self.EVEN_V, USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN, GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR,
+            LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD, PERSISTENT=self.PERSISTENT, dtype=self.dtype,
+            gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
 
     def constants(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in CONSTEXPRS}

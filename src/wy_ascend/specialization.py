@@ -80,8 +80,8 @@ class Specialization:
                                                self.DOT_GUARD, self.PERSISTENT))
         k = "even" if self.EVEN_K else self.K_class
         v = "even" if self.EVEN_V else self.V_class
-        return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} BV={self.BV}x{self.NV} "
-                f"K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
+        return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} "
+                f"BV={self.BV}x{self.NV} K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
 
     def accepts(self, K: int, V: int) -> bool:
         """Whether runtime dims K, V fall in this specialization (given the same tiles)."""
