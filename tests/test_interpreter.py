@@ -132,6 +132,16 @@ def test_an_access_outside_every_tensor_faults_and_a_masked_one_does_not() -> No
             _copy_rows[(1,)](x[: N // 2].clone(), y, N // 2, N=N, MASKED=False)
 
 
+def test_a_store_outside_every_tensor_faults() -> None:
+    """Stores are checked like loads: an unmasked store past the end of its tensor raises before
+    anything is written (the source is in range)."""
+    x, y = torch.arange(N, dtype=torch.float32), torch.zeros(N // 2)
+    past_y = (y.data_ptr() + y.nbytes, y.data_ptr() + 2 * y.nbytes)
+    assert past_y[1] <= x.data_ptr() or past_y[0] >= x.data_ptr() + x.nbytes  # y's overrun hits no tensor
+    with ascend_semantics(True), pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
+        _copy_rows[(1,)](x, y, N, N=N, MASKED=False)
+
+
 def test_int32_arithmetic_wraps_as_on_the_device() -> None:
     out = torch.zeros(1, dtype=torch.int32)
     with ascend_semantics(True):

@@ -71,6 +71,10 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
         assert {(s.EVEN_K, s.EVEN_V) for s in ks} == {(a, b) for a in (False, True) for b in (False, True)}
+        # each dim full, a partial tile aligned to 16 and an unaligned one: three compiles (int_class)
+        for dim in ("K", "V"):
+            states = {(getattr(s.specialization, f"EVEN_{dim}"), getattr(s.specialization, f"{dim}_class")) for s in ks}
+            assert states == {(True, "D"), (False, "D"), (False, "N")}, dim
         # every tile width the UB model yields for these dims and BTs is lowered
         tiles = {ub_tile(s.BT, d, kernel, UB, 128) for s in ks for d in dims}
         assert values(ks, "BK") | values(ks, "BV") == tiles
