@@ -13,9 +13,10 @@ case's *structure* from a small pool and varies only what never recompiles:
   pools of consecutive nights cover every specialization that gate lowers: ``select`` rotates
   through the sorted entries by date, ``size`` a night, so ``ceil(len(entries) / size)``
   consecutive nights cover them all;
-* a case of an entry varies the exact K and V (any value with the same tiles, trip counts and
-  class: ``Entry.K_choices``), lengths, layouts, values and the runtime launch knobs; its heads
-  are the entry's (they are compile-time: kernels.py says why).
+* a case of an entry varies the exact K and V where the backend takes them at run time (any
+  value with the same tiles, trip counts and class: ``Entry.K_choices``; else the entry's own),
+  lengths, layouts, values and the runtime launch knobs; its heads are the entry's (they are
+  compile-time: kernels.py says why).
 
 ``warm_up`` compiles the pool in parallel processes into Triton's persistent cache before the run.
 Profiles set the pool size (profiles.py); ``WY_ASCEND_POOL`` overrides it (0: no pool, every case
@@ -89,14 +90,19 @@ def _labels(case: Case) -> tuple[str, ...]:
                          for s in c.replace(knobs={**c.knobs, "mode": mode}).specializations().values()}))
 
 
-@functools.cache
 def entries(backend: str) -> tuple[Entry, ...]:
+    """``_entries`` of ``backend`` with its runtime-dims rule as it stands (Backend.runtime_dims)."""
+    return _entries(backend, BACKENDS[backend].runtime_dims(LaunchConfig()))
+
+
+@functools.cache
+def _entries(backend: str, runtime_dims: bool) -> tuple[Entry, ...]:
     """Every entry of ``backend``, in a fixed shuffled order: one per distinct set of specializations among the
     lowering gate's specs for it (their gate dtype taken as the I/O dtype and cu_seqlens int64, as
     cases build them), those whose both kernels plan."""
     from wy_ascend.lowering import backend_specs
 
-    specs, _ = backend_specs(backend, LaunchConfig(num_cores=1))
+    specs, _ = backend_specs(backend, LaunchConfig(num_cores=1, runtime_dims=runtime_dims))
     found: dict[tuple[str, ...], Entry] = {}
     for s in specs:
         template = Case(H=s.H, HV=s.HV, K=s.K, V=s.V, BT=s.BT, dtype=s.dtype, use_g=s.USE_G, backend=backend,

@@ -20,7 +20,7 @@ pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs tr
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
-from wy_ascend.backends import BACKENDS, LOWP_MIN_TILE  # noqa: E402
+from wy_ascend.backends import BACKENDS, LOWP_MIN_TILE, LaunchConfig  # noqa: E402
 from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
 
 UB = BACKENDS["npu"].ub_bytes
@@ -70,11 +70,7 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
         assert values(ks, "index_dtype") == {None, *lowering.INDEX_DTYPES}
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
-        assert {(s.EVEN_K, s.EVEN_V) for s in ks} == {(a, b) for a in (False, True) for b in (False, True)}
-        # each dim full, a partial tile aligned to 16 and an unaligned one: three compiles (int_class)
-        for dim in ("K", "V"):
-            states = {(getattr(s.specialization, f"EVEN_{dim}"), getattr(s.specialization, f"{dim}_class")) for s in ks}
-            assert states == {(True, "D"), (False, "D"), (False, "N")}, dim
+        assert all(s.K_CONST == s.K and s.V_CONST == s.V for s in ks)  # npu: dims compile-time (runtime_dims)
         # every tile width the UB model yields for these dims and BTs is lowered
         tiles = {ub_tile(s.BT, d, kernel, UB, 128) for s in ks for d in dims}
         assert values(ks, "BK") | values(ks, "BV") == tiles
@@ -112,9 +108,25 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
     assert {s.footprint for s in cuda_specs} == {0} and not any(s.has_ub for s in cuda_specs)
     assert all(s.stages == ("ttir",) and s.label.startswith("cuda ") for s in cuda_specs)
     assert len(cuda_specs) <= 1536  # a frontend + ttir lowering each (~0.1 s): minutes at most
-    # full and partial last tiles in all four ways, and the headline (one full tile each, bf16 dots)
-    for backend_specs in (cuda_specs, [s for s in cuda_specs if s.LOWP_DOT]):
-        assert {(s.EVEN_K, s.EVEN_V) for s in backend_specs} == {(a, b) for a in (False, True) for b in (False, True)}
+    assert all(s.K_CONST == s.K and s.V_CONST == s.V for s in cuda_specs)  # dims compile-time (runtime_dims)
+
+
+@pytest.mark.parametrize("backend", ["npu", "cuda"])
+def test_runtime_dims_specs_cover_full_aligned_and_unaligned_tiles(backend) -> None:
+    """With runtime K and V, each dim is lowered full (a constant), aligned-partial and unaligned
+    (Triton's int classes), the two dims' full and partial last tiles meet in all four ways, also
+    with bf16 dots on cuda, and a sample of them lowers."""
+    specs, _ = lowering.backend_specs(backend, LaunchConfig(num_cores=1, runtime_dims=True))
+    for dim in ("K", "V"):
+        states = {(getattr(s, f"{dim}_CONST") > 0, getattr(s.specialization, f"{dim}_class")) for s in specs}
+        assert states == {(True, "D"), (False, "D"), (False, "N")}, dim
+    for group in (specs, [s for s in specs if s.LOWP_DOT] or specs):
+        assert {(s.K_CONST > 0, s.V_CONST > 0) for s in group} == {(a, b) for a in (False, True) for b in (False, True)}
+    sample = {}
+    for s in specs:
+        sample.setdefault((s.kernel, s.K_CONST > 0, s.V_CONST > 0, s.LOWP_DOT, s.PERSISTENT), s)
+    results = lowering.run(list(sample.values()), jobs=2, out=io.StringIO())
+    assert [r.status for r in results] == ["PASS"] * len(sample), [r.message for r in results if r.status != "PASS"]
 
 
 def test_bwd_bt128_is_skipped_by_the_ub_model() -> None:

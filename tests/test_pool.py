@@ -41,7 +41,8 @@ def test_consecutive_nights_cover_every_entry() -> None:
 @pytest.mark.parametrize("flags", [{}, {"varlen": True}, {"varlen": False}, {"grouped": True},
                                    {"partition_knobs": True, "memory": True}])
 @pytest.mark.parametrize("backend", ["cuda", "npu"])
-def test_pooled_cases_launch_only_their_pools_specializations(backend, flags) -> None:
+def test_pooled_cases_launch_only_their_pools_specializations(backend, flags, monkeypatch) -> None:
+    monkeypatch.setenv("WY_ASCEND_RUNTIME_DIMS", "1")  # K and V vary within an entry
     chosen = pool.select(pool.entries(backend), 24, 20422)
     drawn = draw_many(cases(backend=backend, pool=chosen, **flags), 60)
     drawn += draw_many(large_cases(backend=backend, pool=chosen, **flags), 10)
@@ -56,8 +57,11 @@ def test_pooled_cases_launch_only_their_pools_specializations(backend, flags) ->
         assert all((c.cu_seqlens is not None) == flags["varlen"] for c in drawn)
 
 
-def test_k_choices_share_the_entrys_compiles() -> None:
-    e = pool.entries("cuda")[5]
+@pytest.mark.parametrize("runtime", ["1", "0"])
+def test_k_choices_share_the_entrys_compiles(runtime, monkeypatch) -> None:
+    monkeypatch.setenv("WY_ASCEND_RUNTIME_DIMS", runtime)
+    e = next(e for e in pool.entries("cuda") if e.template.K == 100)  # a partial, unaligned last tile
+    assert (len(e.K_choices) > 1) == (runtime == "1")  # compile-time dims: K is the entry's own
     assert e.template.K in e.K_choices and e.template.V in e.V_choices
     for K in e.K_choices[:: max(1, len(e.K_choices) // 8)]:
         assert e.accepts(e.template.replace(K=K))

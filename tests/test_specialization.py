@@ -15,7 +15,7 @@ from wy_ascend import kernels, lowering, ops
 from wy_ascend.specialization import int_class
 
 # The entry kernels' compile-time parameters: exactly what a Specialization keys on besides dtypes.
-COMPILE_TIME = {"H", "HV", "BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR",
+COMPILE_TIME = {"H", "HV", "BT", "BK", "BV", "NK", "NV", "K_CONST", "V_CONST", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR",
                 "LOWP_DOT", "DOT_GUARD", "PERSISTENT"}
 
 

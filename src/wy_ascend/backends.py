@@ -54,6 +54,7 @@ CPU_INTERPRETER_CORES = 4
 # widens where they are used (Backend.lowp_dot says why each step is not the default).
 LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
+RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 LOWP_MODES = ("one-tile", "multi-tile", "all")
 
 
@@ -66,7 +67,8 @@ class LaunchConfig:
     backend only) runs the interpreter with Ascend semantics (interpreter.py; default on unless
     ``WY_ASCEND_EMULATION=0``); an unguarded variant is only correct where dots never clobber,
     so it needs ``emulate=False``. ``poison_outputs`` fills outputs with NaN before launching
-    so an element no kernel wrote cannot pass a test."""
+    so an element no kernel wrote cannot pass a test. ``runtime_dims``: K and V as runtime kernel
+    arguments (``Backend.runtime_dims``)."""
 
     max_blocks: int | None = None
     num_cores: int | None = None
@@ -78,6 +80,7 @@ class LaunchConfig:
     gate_head_major: bool | None = None
     emulate: bool | None = None
     poison_outputs: bool | None = None
+    runtime_dims: bool | None = None
 
     def merged(self, other: LaunchConfig | None) -> LaunchConfig:
         """``other``'s explicit (not None) values over this one's."""
@@ -151,6 +154,20 @@ class Backend:
             raise ValueError("config.dot_guard=False (tiles reused as dot operands) is wrong under Ascend semantics, "
                              "where a dot may clobber its left operand: pass emulate=False with it")
         return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate
+
+    def runtime_dims(self, config: LaunchConfig) -> bool:
+        """K and V as runtime kernel arguments (one compile per tiles, trip counts and alignment
+        class: specialization.py) rather than compile-time values (one compile per K and V):
+        ``config.runtime_dims``, else ``WY_ASCEND_RUNTIME_DIMS`` (1 or 0), else on for the
+        interpreter only. On the compiling backends it stays off until a device run checks its
+        results: on the H200 it timed equal (docs/nightly-h200.md session 5), but no device test
+        or fuzz case has run it there."""
+        if config.runtime_dims is not None:
+            return config.runtime_dims
+        raw = os.environ.get(RUNTIME_DIMS_ENV, "")
+        if raw not in ("", "0", "1"):
+            raise ValueError(f"{RUNTIME_DIMS_ENV} must be 1 or 0, got {raw!r}")
+        return raw == "1" if raw else self.interpret
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
         """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them: ``one-tile``

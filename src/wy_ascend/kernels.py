@@ -12,11 +12,12 @@ their row strides no longer constants, where runtime K and V cost nothing measur
 (docs/nightly-h200.md session 5). The compile-time values are the heads, the tiles BT/BK/BV,
 the tile loops' trip counts NK = cdiv(K, BK)
 and NV = cdiv(V, BV) (constant trip counts keep each loop's compiled form: a one-tile loop
-is no loop, and the pipeliner schedules the others as it did with constexpr K and V), EVEN_K
-and EVEN_V (K, V fill their tiles: the entry then rebinds K = NK * BK as a constant, so the
-masks on that axis vanish and the kernel compiles as it did with constexpr K: a runtime K cost
-up to ~10% on the H200 headline shapes, docs/nightly-h200.md session 5), the feature flags
-and the dtypes.
+is no loop, and the pipeliner schedules the others as it did with constexpr K and V), K_CONST
+and V_CONST (K and V as compile-time values, 0: runtime; the entry rebinds K = K_CONST, so the
+masks and strides of that axis fold as constants), the feature flags and the dtypes. K_CONST is
+K wherever it fills its tiles (a runtime K with masks cost up to ~10% on the H200 headline
+shapes) and, unless ``Backend.runtime_dims``, always: the compiling backends keep one compile
+per K until runtime dims have run on a device.
 
 Layouts (flash-linear-attention): k [B,T,H,K], v/u [B,T,HV,V], w [B,T,HV,K],
 A [B,T,HV,BT]; beta/g/dbeta/dg are [B,T,HV] (token-major) or, with GATE_HEAD_MAJOR,
@@ -291,18 +292,18 @@ def wy_fwd_kernel(
     T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
     # heads (compile-time: row strides), runtime dims specialized by class only (CLASSED_ARGS)
     H: tl.constexpr, HV: tl.constexpr, K, V,
-    # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), full last tiles (compile-time)
+    # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), K and V when known (compile-time)
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_V: tl.constexpr,
+    K_CONST: tl.constexpr, V_CONST: tl.constexpr,
     # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
     LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Forward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
-    if EVEN_K:
-        K = NK * BK  # K fills its tiles: a compile-time value, so its masks and strides fold as constants
-    if EVEN_V:
-        V = NV * BV
+    if K_CONST:
+        K = K_CONST  # K at compile time: its masks and strides fold as constants
+    if V_CONST:
+        V = V_CONST
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
@@ -322,18 +323,18 @@ def wy_bwd_kernel(
     T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
     # heads (compile-time: row strides), runtime dims specialized by class only (CLASSED_ARGS)
     H: tl.constexpr, HV: tl.constexpr, K, V,
-    # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), full last tiles (compile-time)
+    # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), K and V when known (compile-time)
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_V: tl.constexpr,
+    K_CONST: tl.constexpr, V_CONST: tl.constexpr,
     # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
     LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """Backward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
-    if EVEN_K:
-        K = NK * BK  # K fills its tiles: a compile-time value, so its masks and strides fold as constants
-    if EVEN_V:
-        V = NV * BV
+    if K_CONST:
+        K = K_CONST  # K at compile time: its masks and strides fold as constants
+    if V_CONST:
+        V = V_CONST
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs):
             _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,

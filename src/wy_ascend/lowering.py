@@ -74,7 +74,7 @@ import torch
 from . import kernels as kernels_module
 from .backends import BACKENDS, LaunchConfig
 from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
-from .specialization import Specialization, cdiv, int_class
+from .specialization import Specialization, cdiv, const_dim, int_class
 
 # The target the npu backend compiles for (910B, A2); the arch only matters to npubin.
 TARGET_ARCH = "Ascend910B3"
@@ -116,7 +116,7 @@ CRASH_RETRIES = 2
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
 FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
-CONSTEXPRS = ("H", "HV", "BT", "BK", "BV", "NK", "NV", "EVEN_K", "EVEN_V", *FLAGS)
+CONSTEXPRS = ("H", "HV", "BT", "BK", "BV", "NK", "NV", "K_CONST", "V_CONST", *FLAGS)
 
 
 @dataclass(frozen=True)
@@ -143,12 +143,14 @@ class Spec:
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
     footprint: int  # modeled UB bytes of one program (planning.ub_footprint); 0 without a UB
     backend: str = "npu"
+    runtime_dims: bool = False  # K and V runtime arguments (Backend.runtime_dims)
 
     @property
     def label(self) -> str:
         flags = " ".join(f"{f}={int(getattr(self, f))}" for f in FLAGS)
         return (f"{self.backend} {self.kernel} BT={self.BT} K={self.K} V={self.V} BK={self.BK} BV={self.BV} "
-                f"H={self.H} HV={self.HV} {flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}")
+                f"H={self.H} HV={self.HV} {flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}"
+                + (" runtime-dims" if self.runtime_dims else ""))
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -168,12 +170,12 @@ class Spec:
         return cdiv(self.V, self.BV)
 
     @property
-    def EVEN_K(self) -> bool:
-        return self.K % self.BK == 0
+    def K_CONST(self) -> int:
+        return const_dim(self.K, self.BK, not self.runtime_dims)
 
     @property
-    def EVEN_V(self) -> bool:
-        return self.V % self.BV == 0
+    def V_CONST(self) -> int:
+        return const_dim(self.V, self.BV, not self.runtime_dims)
 
     @property
     def specialization(self) -> Specialization:
@@ -181,8 +183,8 @@ class Spec:
         same program."""
         return Specialization(
             backend=self.backend, kernel=self.kernel, H=self.H, HV=self.HV, BT=self.BT, BK=self.BK, BV=self.BV,
-            NK=self.NK, NV=self.NV, K_class=int_class(self.K), V_class=int_class(self.V), EVEN_K=self.EVEN_K,
-            EVEN_V=self.EVEN_V, USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN, GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR,
+            NK=self.NK, NV=self.NV, K_class=int_class(self.K), V_class=int_class(self.V), K_CONST=self.K_CONST,
+            V_CONST=self.V_CONST, USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN, GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR,
             LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD, PERSISTENT=self.PERSISTENT, dtype=self.dtype,
             gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
 
@@ -297,6 +299,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
                 footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
+                runtime_dims=b.runtime_dims(config),
             )
             if spec.specialization not in seen:  # one compile each: e.g. K=48 and K=64 share BK=64, NK=1
                 seen.add(spec.specialization)

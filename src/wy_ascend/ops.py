@@ -84,7 +84,7 @@ class _Call:
                     num_tasks=launch.tasks, num_programs=launch.grid[0],
                     H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                     NK=self.specialization.NK, NV=self.specialization.NV,
-                    EVEN_K=self.specialization.EVEN_K, EVEN_V=self.specialization.EVEN_V,
+                    K_CONST=self.specialization.K_CONST, V_CONST=self.specialization.V_CONST,
                     USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
                     LOWP_DOT=self.specialization.LOWP_DOT, DOT_GUARD=self.specialization.DOT_GUARD,
                     PERSISTENT=self.specialization.PERSISTENT,

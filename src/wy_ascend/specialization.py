@@ -3,8 +3,8 @@
 Triton compiles an entry kernel once per distinct set of constexpr values, pointer dtypes and
 classes of its specialized integer arguments. In kernels.py the constexprs are the heads (H,
 HV), the tiles (BT, BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
-structure, see kernels.py), whether K and V fill their tiles (EVEN_K, EVEN_V: then the kernel
-takes them as constants) and the feature flags; T and the launch offsets are runtime
+structure, see kernels.py), K and V themselves where they fill their tiles or where the backend
+keeps dims compile-time (K_CONST, V_CONST: ``Backend.runtime_dims``) and the feature flags; T and the launch offsets are runtime
 integers that never specialize (``do_not_specialize``); K and V are runtime integers that Triton
 specializes by class (``int_class``: divisible by 16, equal to 1, other), which keeps the
 alignment facts its vectorizer needs. So a ``Specialization`` covers every problem with the same
@@ -61,8 +61,8 @@ class Specialization:
     NV: int
     K_class: str
     V_class: str
-    EVEN_K: bool  # K == NK * BK: the kernel takes K as a constant (kernels.py)
-    EVEN_V: bool
+    K_CONST: int  # K as a compile-time value (kernels.py), 0: runtime
+    V_CONST: int
     USE_G: bool
     IS_VARLEN: bool
     GATE_HEAD_MAJOR: bool
@@ -78,15 +78,16 @@ class Specialization:
         """A stable one-line name (report keys, nightly summaries)."""
         flags = "".join(str(int(f)) for f in (self.USE_G, self.IS_VARLEN, self.GATE_HEAD_MAJOR, self.LOWP_DOT,
                                                self.DOT_GUARD, self.PERSISTENT))
-        k = "even" if self.EVEN_K else self.K_class
-        v = "even" if self.EVEN_V else self.V_class
+        k = self.K_CONST or self.K_class
+        v = self.V_CONST or self.V_class
         return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} "
                 f"BV={self.BV}x{self.NV} K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
 
-    def accepts(self, K: int, V: int) -> bool:
-        """Whether runtime dims K, V fall in this specialization (given the same tiles)."""
-        return (cdiv(K, self.BK), cdiv(V, self.BV), int_class(K), int_class(V), K % self.BK == 0,
-                V % self.BV == 0) == (self.NK, self.NV, self.K_class, self.V_class, self.EVEN_K, self.EVEN_V)
+
+def const_dim(x: int, tile: int, always: bool) -> int:
+    """The K_CONST (V_CONST) of dim ``x``: ``x`` where it fills its tiles or where dims are
+    compile-time (``always``), else 0 (runtime)."""
+    return x if always or x % tile == 0 else 0
 
 
 def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, H: int, HV: int,
@@ -94,10 +95,11 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
               varlen: bool) -> Specialization:
     """The specialization ops.py launches for this plan and problem (the same rules as its launch)."""
     dot_guard, head_major, _ = backend.variant(config)
+    runtime = backend.runtime_dims(config)
     return Specialization(
         backend=backend.name, kernel=plan.kernel, H=H, HV=HV, BT=BT, BK=plan.BK, BV=plan.BV,
         NK=cdiv(K, plan.BK), NV=cdiv(V, plan.BV), K_class=int_class(K), V_class=int_class(V),
-        EVEN_K=K % plan.BK == 0, EVEN_V=V % plan.BV == 0,
+        K_CONST=const_dim(K, plan.BK, not runtime), V_CONST=const_dim(V, plan.BV, not runtime),
         USE_G=use_g, IS_VARLEN=varlen,
         # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
         GATE_HEAD_MAJOR=head_major and HV > 1,
