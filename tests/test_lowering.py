@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import stat
 import textwrap
 import time
@@ -387,3 +388,15 @@ def test_a_dying_worker_is_reported_not_raised(specs, tmp_path, monkeypatch) -> 
     """)
     (result,) = lowering.run([first_spec(specs)], kernels=ref, out=io.StringIO())
     assert (result.status, result.stage) == ("FAIL", "crash")
+
+
+def test_compiler_diagnostics_on_fd_2_are_captured_whole_and_fd_2_comes_back() -> None:
+    """MLIR prints to file descriptor 2: the capture returns every byte written there, and
+    afterwards fd 2 is the original file again (not the closed capture file)."""
+    before = os.fstat(2)
+    with lowering._capture_stderr() as read:
+        os.write(2, b"error: 'tt.dot' op operand #0 mismatch\n")
+        text = read()
+    assert text == "error: 'tt.dot' op operand #0 mismatch\n"
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
