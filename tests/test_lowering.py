@@ -6,6 +6,7 @@ crashing the gate."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import os
 import stat
@@ -400,3 +401,22 @@ def test_compiler_diagnostics_on_fd_2_are_captured_whole_and_fd_2_comes_back() -
     assert text == "error: 'tt.dot' op operand #0 mismatch\n"
     after = os.fstat(2)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+
+
+def test_divisibility_hints_mark_every_pointer_and_each_aligned_int(specs) -> None:
+    """The lowering sees the alignment the JIT specializes on: all pointers and the K/V that are
+    multiples of 16, nothing else."""
+    fn = JITFunction(lowering.kernels_module.KERNELS["bwd"].fn)
+    for s in (spec_where(specs, kernel="bwd", K=100), spec_where(specs, kernel="bwd", K=64)):
+        signature, _ = s.signature(fn)
+        hinted = {p.name for p in fn.params if p.num in lowering.divisibility_hints(fn, signature, frozenset(s.aligned()))}
+        pointers = {n for n, t in signature.items() if t.startswith("*")}
+        assert hinted == pointers | {n for n in ("K", "V") if getattr(s, n) % 16 == 0}
+
+
+def test_the_cache_salt_hashes_file_contents(tmp_path) -> None:
+    """A changed kernels.py must miss the cache: the salt's file hash is of the bytes."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_bytes(b"x = 1\n" * 300_000)  # more than one 1 MiB block
+    b.write_bytes(b"x = 1\n" * 299_999 + b"x = 2\n")
+    assert lowering._sha256_file(a) == hashlib.sha256(a.read_bytes()).hexdigest() != lowering._sha256_file(b)

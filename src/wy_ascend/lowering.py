@@ -371,6 +371,13 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def divisibility_hints(fn: Any, signature: dict[str, str], aligned: frozenset[str]) -> dict[int, int]:
+    """Parameter index -> 16 for what the JIT would specialize as divisible by 16: every pointer
+    (torch allocations are 16-byte aligned, and ops.py copies a view that is not) and the
+    integers in ``aligned`` (multiples of 16: Spec.aligned)."""
+    return {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*") or p.name in aligned}
+
+
 def lower(
     fn: Any, signature: dict[str, str], constants: dict[str, Any], stages: tuple[str, ...] = STAGES["npu"],
     aligned: frozenset[str] = frozenset(),
@@ -386,10 +393,7 @@ def lower(
     from triton.compiler.compiler import ASTSource
 
     target, backend, options, stage_fns = _toolchain()
-    # Pointers are 16-byte aligned (torch allocations), as the JIT would specialize them.
-    # So are the integers in ``aligned`` (multiples of 16: Spec.aligned).
-    hints = {p.num: 16 for p in fn.params if signature.get(p.name, "").startswith("*") or p.name in aligned}
-    src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
+    src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(divisibility_hints(fn, signature, aligned)))
     # a fixed "hash": make_ttir would otherwise hash the printed module (slow, unused here)
     metadata = {"hash": "wy_ascend.lowering", "target": target, **options.__dict__}
     stage = "frontend"
