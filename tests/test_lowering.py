@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import stat
 import textwrap
@@ -420,3 +421,15 @@ def test_the_cache_salt_hashes_file_contents(tmp_path) -> None:
     a.write_bytes(b"x = 1\n" * 300_000)  # more than one 1 MiB block
     b.write_bytes(b"x = 1\n" * 299_999 + b"x = 2\n")
     assert lowering._sha256_file(a) == hashlib.sha256(a.read_bytes()).hexdigest() != lowering._sha256_file(b)
+
+
+def test_report_option_writes_every_result(specs, tmp_path, monkeypatch) -> None:
+    """``--report FILE`` writes each specialization's result as JSON (lowering itself stubbed)."""
+    chosen = specs[:2]
+    monkeypatch.setattr(lowering, "enumerate_specs", lambda ub_bytes=None: (chosen, []))
+    monkeypatch.setattr(lowering, "run", lambda specs, **kw: [lowering.Result(s, "PASS", 0.5) for s in specs])
+    path = tmp_path / "gate.json"
+    assert lowering.main(["--no-cache", "--jobs", "1", "--report", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert [r["label"] for r in doc["results"]] == [s.label for s in chosen]
+    assert {r["status"] for r in doc["results"]} == {"PASS"}
