@@ -433,3 +433,14 @@ def test_report_option_writes_every_result(specs, tmp_path, monkeypatch) -> None
     doc = json.loads(path.read_text())
     assert [r["label"] for r in doc["results"]] == [s.label for s in chosen]
     assert {r["status"] for r in doc["results"]} == {"PASS"}
+
+
+def test_ub_bytes_and_jobs_must_be_positive(capsys) -> None:
+    """Any positive --ub-bytes is taken (1 byte: every specialization skipped by the UB model);
+    zero or a negative one, and --jobs 0, are usage errors."""
+    assert lowering.main(["--list", "--ub-bytes", "1"]) == 0
+    assert "skipped by the UB model" in capsys.readouterr().out
+    for argv in (["--ub-bytes", "0"], ["--ub-bytes", "-5"], ["--jobs", "0"]):
+        with pytest.raises(SystemExit) as e:
+            lowering.main(["--list", *argv])
+        assert e.value.code == 2 and "must be positive" in capsys.readouterr().err
