@@ -490,6 +490,8 @@ def plan_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") 
         case = draw(cases(plan_sizes, backend))
     else:
         case = draw(beyond_limit_plan_cases(backend))
+    if "ub_bytes" in case.knobs and draw(st.booleans()):  # any capacity, not only UB_CHOICES: tile boundaries
+        case = case.replace(knobs={**case.knobs, "ub_bytes": draw(st.integers(16 * 1024, 256 * 1024))})
     return case.replace(device=draw(st.sampled_from((None, *DEVICES))))
 
 

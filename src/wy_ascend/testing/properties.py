@@ -89,6 +89,16 @@ def ub_need(kernel: str, BT: int, tile: int) -> int:
     return 4 * (mats * BT * BT + tiles * BT * tile)
 
 
+def widest_tile(kernel: str, BT: int, dim: int, tile_cap: int, ub_bytes: int | None) -> int:
+    """The widest power-of-two tile, at least MIN_TILE, over a K or V axis of ``dim`` that the
+    UB model fits (``ub_need`` within the margin), capped by ``tile_cap`` and by ``dim`` rounded up
+    to a power of two: what the planner must pick (a narrower tile is only slower)."""
+    top = max(MIN_TILE, min(tile_cap, 1 << max(0, dim - 1).bit_length()))
+    tiles = [t for t in (MIN_TILE << n for n in range(8)) if t <= top]
+    return max((t for t in tiles if ub_bytes is None or ub_need(kernel, BT, t) <= ub_bytes * UB_SAFETY_MARGIN),
+               default=MIN_TILE)
+
+
 def plannable(kernel: str, BT: int, ub_bytes: int | None) -> bool:
     """Whether a plan of ``kernel`` exists: BT is supported and, with a UB, the narrowest tile
     (MIN_TILE, what every dot needs) fits the capacity the planner may use (UB_SAFETY_MARGIN)."""
@@ -380,7 +390,8 @@ def check_grouped_heads(case: Case) -> Metrics:
 def check_plan_coverage(case: Case) -> Metrics:
     """On the case's device spec (``plan_spec``), the planner plans each kernel exactly when the
     UB model says it fits (``plannable``); every plan covers each (chunk, head) task exactly once
-    within the limits, and its tiles fit the unified buffer (the model with its margin)."""
+    within the limits, and its tiles are the widest that fit the unified buffer (the model with
+    its margin)."""
     spec = plan_spec(case)
     # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by B * HV.
     NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
@@ -399,6 +410,11 @@ def check_plan_coverage(case: Case) -> Metrics:
         if not fits:
             raise PropertyFailure(f"{kernel}: the planner planned BT={case.BT} on {spec.name} although even "
                                   f"{MIN_TILE}-wide tiles overflow its UB of {spec.ub_bytes} bytes")
+        for dim, tile in (("K", p.BK), ("V", p.BV)):
+            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.tile_cap, spec.ub_bytes)
+            if tile != widest:
+                raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
+                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.tile_cap})")
         if spec.ub_bytes is not None:
             footprint = ub_need(kernel, case.BT, max(p.BK, p.BV))
             if footprint > spec.ub_bytes * UB_SAFETY_MARGIN:
