@@ -69,7 +69,10 @@ def test_sigterm_still_writes_the_report_with_the_counts_so_far(tmp_path, throug
         deadline = time.monotonic() + 90
         while not part.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert part.exists(), "no progress file appeared"
+        if not part.exists():  # say why: the run ended early (its output) or is still starting after 90 s
+            ended = proc.poll() is not None
+            state = f"exited with {proc.returncode}:\n{proc.communicate()[0][-3000:]}" if ended else "was still running"
+            pytest.fail(f"no progress file appeared; the run {state}")
         time.sleep(0.5)
         seen = json.loads(part.read_text())["cases"]["plan_coverage"]
         proc.send_signal(signal.SIGTERM)

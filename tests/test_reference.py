@@ -313,3 +313,15 @@ def test_bad_shapes():
         build_A(k, beta, cu_seqlens=torch.tensor([0, 10]))
     with pytest.raises(ValueError, match="multiple of H"):
         build_A(k, beta[:, :, :3])
+
+
+def test_the_oracle_takes_the_smallest_valid_cu_seqlens_and_chunk_size() -> None:
+    """Boundary inputs the oracle must accept: cu_seqlens = [0] (a packed batch of no sequence)
+    and a given A of chunk size 1 (every chunk one token, A = M^-1 = 1)."""
+    f64 = torch.float64
+    empty = build_A(torch.zeros(1, 0, 1, 16, dtype=f64), torch.zeros(1, 0, 1, dtype=f64), None,
+                    torch.tensor([0]), chunk_size=16, dtype=f64)
+    assert empty.shape == (1, 0, 1, 16)
+    k, v, beta = torch.randn(1, 5, 1, 16, dtype=f64), torch.randn(1, 5, 1, 8, dtype=f64), torch.rand(1, 5, 1, dtype=f64)
+    w, u = wy_fwd(k, v, beta, torch.ones(1, 5, 1, 1, dtype=f64))  # one-token chunks: A = 1
+    assert torch.equal(w, k * beta[..., None]) and torch.equal(u, v * beta[..., None])
