@@ -90,7 +90,8 @@ def test_warm_up_runs_each_entry_in_a_worker_and_reports_progress() -> None:
     entries = [e for e in pool.entries("cpu") if e.template.BT == 16][:2]
     out = io.StringIO()
     warm = pool.warm_up(tuple(entries), jobs=2, out=out)
-    assert warm.compiled == entries and not warm.failed and not warm.slow
+    assert sorted(e.name for e in warm.compiled) == sorted(e.name for e in entries)  # in finishing order
+    assert not warm.failed and not warm.slow
     assert warm.seconds > 0 and "2/2 entries" in out.getvalue()
 
 
