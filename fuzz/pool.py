@@ -82,12 +82,16 @@ class Entry:
         return {s.label for s in case.specializations().values()} <= set(self.labels)
 
 
-def _labels(case: Case) -> tuple[str, ...]:
-    """Both kernels in both launch shapes, and with grouped heads the same with every key head
-    repeated (grouped_heads runs that twin, H = HV)."""
+def _instances(case: Case) -> list[Case]:
+    """The cases whose launches make up ``case``'s entry: both launch shapes, and with grouped
+    heads the same with every key head repeated (grouped_heads runs that twin, H = HV)."""
     twins = [case, case.replace(H=case.HV)] if case.H < case.HV else [case]
-    return tuple(sorted({s.label for c in twins for mode in MODES
-                         for s in c.replace(knobs={**c.knobs, "mode": mode}).specializations().values()}))
+    return [c.replace(knobs={**c.knobs, "mode": mode}) for c in twins for mode in MODES]
+
+
+def _labels(case: Case) -> tuple[str, ...]:
+    """The sorted specialization labels of both kernels of every ``_instances`` case."""
+    return tuple(sorted({s.label for c in _instances(case) for s in c.specializations().values()}))
 
 
 def entries(backend: str) -> tuple[Entry, ...]:
@@ -170,15 +174,13 @@ def run_pool(backend: str, default_size: int | None) -> tuple[Entry, ...] | None
 
 
 def _compile(template: Case) -> float:
-    """Launch every specialization of ``template``'s entry (``_labels``: one tiny instance each),
-    so their compiles land in Triton's persistent cache; returns the seconds taken."""
+    """Run both ops on every ``_instances`` case of ``template`` (each a tiny problem), so the
+    entry's compiles land in Triton's persistent cache; returns the seconds taken."""
     from wy_ascend.testing.properties import device_of, run_ops
 
     start = time.perf_counter()
-    for case in ([template, template.replace(H=template.HV)] if template.H < template.HV else [template]):
-        inputs = case.build_inputs(device_of(case))
-        for mode in MODES:
-            run_ops(case.replace(knobs={**case.knobs, "mode": mode}), inputs)
+    for case in _instances(template):
+        run_ops(case, case.build_inputs(device_of(case)))
     return time.perf_counter() - start
 
 

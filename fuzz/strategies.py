@@ -305,8 +305,7 @@ def pooled(draw: st.DrawFn, pool: tuple[Entry, ...], sizes: Sizes, *, grouped: b
     cap = min(sizes.max_dim, dim_cap or sizes.max_dim)
     K = draw(st.sampled_from([k for k in entry.K_choices if k <= cap] or entry.K_choices))
     V = draw(st.sampled_from([v for v in entry.V_choices if v <= cap] or entry.V_choices))
-    H, HV = t.H, t.HV
-    return H, HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None
+    return t.H, t.HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None
 
 
 def chunk_budget(sizes: Sizes, backend: str, HV: int, K: int, V: int, BT: int, knobs: dict[str, Any]) -> int:

@@ -5,19 +5,19 @@ head) pair, and one entry kernel that maps programs to tasks in either launch sh
 planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
 ``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
 and the length T are runtime arguments listed in ``do_not_specialize``, so splitting a grid
-into many launches never compiles a new kernel; K and V are runtime arguments specialized only
-by class (multiple of 16 or not: specialization.py). The head counts H and HV stay compile-time:
-as runtime arguments they cost the backward 3% (H = HV = 16) to 8% (H 8, HV 32) on the H200,
-their row strides no longer constants, where runtime K and V cost nothing measurable
-(docs/nightly-h200.md session 5). The compile-time values are the heads, the tiles BT/BK/BV,
-the tile loops' trip counts NK = cdiv(K, BK)
-and NV = cdiv(V, BV) (constant trip counts keep each loop's compiled form: a one-tile loop
-is no loop, and the pipeliner schedules the others as it did with constexpr K and V), K_CONST
-and V_CONST (K and V as compile-time values, 0: runtime; the entry rebinds K = K_CONST, so the
-masks and strides of that axis fold as constants), the feature flags and the dtypes. K_CONST is
-K wherever it fills its tiles (a runtime K with masks cost up to ~10% on the H200 headline
-shapes) and, unless ``Backend.runtime_dims``, always: the compiling backends keep one compile
-per K until runtime dims have run on a device.
+into many launches never compiles a new kernel.
+
+K and V are runtime arguments (Triton specializes them by 16-divisibility only) whose values the
+entry rebinds from the constexprs K_CONST/V_CONST when those are set (0: runtime), so their masks
+and strides fold as constants. ops.py sets K_CONST = K where K fills its tiles (a runtime K with
+masks cost up to ~10% on the H200 headline shapes) and, unless ``Backend.runtime_dims``, always:
+the compiling backends keep one compile per K until runtime dims have run on a device. The
+tile loops' trip counts NK = cdiv(K, BK) and NV = cdiv(V, BV) are constexprs either way, so each
+loop compiles as with constexpr K and V (a one-tile loop is no loop; the pipeliner schedules the
+others as before). H and HV stay compile-time: as runtime arguments they cost the backward 3%
+(H = HV = 16) to 8% (H 8, HV 32) on the H200, their row strides no longer constants
+(docs/nightly-h200.md session 5). The other constexprs are the tiles BT/BK/BV, the feature flags
+and (through the pointers) the dtypes: specialization.py names one compile.
 
 Layouts (flash-linear-attention): k [B,T,H,K], v/u [B,T,HV,V], w [B,T,HV,K],
 A [B,T,HV,BT]; beta/g/dbeta/dg are [B,T,HV] (token-major) or, with GATE_HEAD_MAJOR,

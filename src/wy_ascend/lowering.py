@@ -16,19 +16,19 @@ The enumeration (``enumerate_specs``, per backend ``backend_specs``) crosses the
 change the lowered program's structure (control flow, tensor shapes and element types, which
 arguments exist): kernel, BT, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, PERSISTENT (both backends
 launch both shapes: LaunchConfig(mode=...)) and the I/O dtype; LOWP_DOT and DOT_GUARD are the
-backend's (npu: False, True). K and V are runtime arguments (kernels.py): they only select the
-tiles BK/BV, the trip counts NK/NV, whether the last tiles are full and their alignment class;
-H and HV are compile-time (row strides); beta/g's dtype and
-cu_seqlens's are the element type of a load. These are covered along n specializations per
+backend's (npu: False, True). K and V enter as the tiles BK/BV, the trip counts NK/NV and their
+values (compile-time by default; with ``Backend.runtime_dims`` only where they fill their tiles,
+else their alignment class), H and HV as compile-time row strides, beta/g's dtype and
+cu_seqlens's as the element type of a load. These are covered along n specializations per
 structural combination instead of crossed (their full product is ~60x larger, hours on a 2-core
 CPU), and specs that compile the same program (``Spec.specialization``: same tiles, trip counts,
 classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
-meet in all four ways, EVEN_K/EVEN_V; on cuda (64, 80) takes LOWP_DOT for bf16 with one tile per
-loop), and one more has SQUARE (the headline K = V = 128: both tiles full, LOWP_DOT on cuda),
-(H, HV) the (i mod m)-th of the m ratios of HEADS with that
-GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
+meet in all four ways; on cuda (64, 80) takes LOWP_DOT for bf16 with one tile per loop), and one
+more has SQUARE (the headline K = V = 128: both tiles full, LOWP_DOT on cuda), (H, HV) the
+(i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3]
+and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
 So every K and V value (hence every tile BK/BV the planner picks, and on cuda both LOWP_DOT
 values for bf16) appears with every structural combination, and every head ratio, gate dtype and
 index dtype with every combination of the other structural axes. BT values whose tiles the npu
@@ -178,15 +178,18 @@ class Spec:
         return const_dim(self.V, self.BV, not self.runtime_dims)
 
     @property
+    def K_class(self) -> str:
+        return int_class(self.K)
+
+    @property
+    def V_class(self) -> str:
+        return int_class(self.V)
+
+    @property
     def specialization(self) -> Specialization:
-        """The compile this spec stands for (specialization.py): specs that share it lower the
-        same program."""
-        return Specialization(
-            backend=self.backend, kernel=self.kernel, H=self.H, HV=self.HV, BT=self.BT, BK=self.BK, BV=self.BV,
-            NK=self.NK, NV=self.NV, K_class=int_class(self.K), V_class=int_class(self.V), K_CONST=self.K_CONST,
-            V_CONST=self.V_CONST, USE_G=self.USE_G, IS_VARLEN=self.IS_VARLEN, GATE_HEAD_MAJOR=self.GATE_HEAD_MAJOR,
-            LOWP_DOT=self.LOWP_DOT, DOT_GUARD=self.DOT_GUARD, PERSISTENT=self.PERSISTENT, dtype=self.dtype,
-            gate_dtype=self.gate_dtype, index_dtype=self.index_dtype)
+        """The compile this spec stands for (specialization.py), each field this spec's own
+        attribute of that name: specs that share it lower the same program."""
+        return Specialization(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Specialization)})
 
     def constants(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in CONSTEXPRS}
@@ -301,7 +304,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                 footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
                 runtime_dims=b.runtime_dims(config),
             )
-            if spec.specialization not in seen:  # one compile each: e.g. K=48 and K=64 share BK=64, NK=1
+            if spec.specialization not in seen:  # one lowering per compile (with runtime dims, K pairs share some)
                 seen.add(spec.specialization)
                 specs.append(spec)
     skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]

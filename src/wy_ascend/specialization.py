@@ -1,14 +1,16 @@
 """Kernel specializations: what one compile of an entry kernel is keyed on.
 
 Triton compiles an entry kernel once per distinct set of constexpr values, pointer dtypes and
-classes of its specialized integer arguments. In kernels.py the constexprs are the heads (H,
-HV), the tiles (BT, BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops' compiled
-structure, see kernels.py), K and V themselves where they fill their tiles or where the backend
-keeps dims compile-time (K_CONST, V_CONST: ``Backend.runtime_dims``) and the feature flags; T and the launch offsets are runtime
-integers that never specialize (``do_not_specialize``); K and V are runtime integers that Triton
-specializes by class (``int_class``: divisible by 16, equal to 1, other), which keeps the
-alignment facts its vectorizer needs. So a ``Specialization`` covers every problem with the same
-heads, tiles, trip counts, flags, dtypes and K/V classes, whatever its lengths and exact K and V.
+classes of its specialized integer arguments. In kernels.py the constexprs are the heads (H, HV),
+the tiles (BT, BK, BV), the tile-loop trip counts (NK, NV: constant trip counts keep the loops'
+compiled structure), K and V themselves where they fill their tiles or where the backend keeps
+dims compile-time (K_CONST, V_CONST: ``Backend.runtime_dims``, off on the compiling backends) and
+the feature flags. T and the launch offsets are runtime integers that never specialize
+(``do_not_specialize``); K and V are runtime integers that Triton specializes by class
+(``int_class``: divisible by 16, equal to 1, other), which keeps the alignment facts its
+vectorizer needs. So a ``Specialization`` covers every problem with the same heads, tiles, trip
+counts, K_CONST/V_CONST, flags, dtypes and K/V classes, whatever its lengths (and, with runtime
+dims, its exact K and V within them).
 
 ops.py labels each call with its specialization (``_Call.specialization``), the lowering gate
 enumerates them (lowering.py), and the device fuzz pool draws from that enumeration
@@ -37,13 +39,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
-                torch.int32: "int32", torch.int64: "int64"}
-
-
 def dtype_name(dtype: torch.dtype | None) -> str | None:
     """"float32", "bfloat16", ... for a torch dtype (None stays None)."""
-    return None if dtype is None else _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+    return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True, order=True)
