@@ -173,21 +173,20 @@ def run_pool(backend: str, default_size: int | None) -> tuple[Entry, ...] | None
 # ----------------------------------------------------------------------------- warm-up
 
 
-def _compile(template: Case) -> float:
-    """Run both ops on every ``_instances`` case of ``template`` (each a tiny problem), so the
-    entry's compiles land in Triton's persistent cache; returns the seconds taken."""
+def _compile(case: Case) -> float:
+    """Run both ops on ``case`` (one ``_instances`` case of an entry, a tiny problem), so its
+    compiles land in Triton's persistent cache; returns the seconds taken."""
     from wy_ascend.testing.properties import device_of, run_ops
 
     start = time.perf_counter()
-    for case in _instances(template):
-        run_ops(case, case.build_inputs(device_of(case)))
+    run_ops(case, case.build_inputs(device_of(case)))
     return time.perf_counter() - start
 
 
-def _run_compile(template: Case, target: Callable[[Case], float]) -> None:
-    """A warm-up process: ``target(template)``; a failure exits non-zero after printing it."""
+def _run_compile(case: Case, target: Callable[[Case], float]) -> None:
+    """A warm-up process: ``target(case)``; a failure exits non-zero after printing it."""
     try:
-        target(template)
+        target(case)
     except BaseException as e:  # noqa: BLE001 - reported by the parent through the exit code
         print(f"warm-up: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
@@ -205,45 +204,61 @@ class WarmUp:
 
 def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE_S, out: TextIO | None = None,
             target: Callable[[Case], float] = _compile) -> WarmUp:
-    """Compile every specialization of ``pool``, one spawned process per entry, ``jobs`` at a
-    time, with a progress line on ``out`` (default: stderr at call time).
+    """Compile every specialization of ``pool``: one spawned process per ``_instances`` case of
+    each entry (its launch shapes and grouped-heads twin compile in parallel, not one after the
+    other), ``jobs`` at a time, with a progress line on ``out`` (default: stderr at call time).
 
-    An entry still compiling after ``deadline`` seconds is killed and listed as ``slow``: on the
-    H200 a few specializations compile for minutes (ptxas, docs/nightly-h200.md session 5), and a
-    warm-up that waits for them never starts the run; the fuzz run then leaves them out of its pool
-    (a compile-time cliff the summary names). A failing compile is listed as ``failed`` and stays
-    in the pool: its cases fail where it shows, shrunk and stored like any failure."""
+    A case still compiling after ``deadline`` seconds is killed and its entry listed as ``slow``
+    (its other cases are stopped or never started): on the H200 a few specializations compile for
+    minutes (ptxas, docs/nightly-h200.md session 5), and a warm-up that waits for them never starts
+    the run; the fuzz run then leaves the entry out of its pool (a compile-time cliff the summary
+    names). An entry with a failing compile is listed as ``failed`` and stays in the pool: its
+    cases fail where it shows, shrunk and stored like any failure. The others are ``compiled``, in
+    the order they finished."""
     out = out or sys.stderr
     ctx = multiprocessing.get_context("spawn")
     start = time.perf_counter()
     result = WarmUp()
-    waiting = list(pool)
+    waiting = [(entry, case) for entry in pool for case in _instances(entry.template)]
+    left = {entry.name: sum(e is entry for e, _ in waiting) for entry in pool}
+    failed: set[str] = set()
     running: dict[Any, tuple[Entry, float]] = {}
+
+    def finish(entry: Entry, verdict: list[Entry]) -> None:
+        verdict.append(entry)
+        done = len(result.compiled) + len(result.failed) + len(result.slow)
+        print(f"\rwarm-up [{'#' * (30 * done // len(pool)):<30}] {done}/{len(pool)} entries "
+              f"{time.perf_counter() - start:.0f} s", end="", file=out, flush=True)
+
     while waiting or running:
         while waiting and len(running) < max(1, jobs):
-            entry = waiting.pop(0)
-            proc = ctx.Process(target=_run_compile, args=(entry.template, target), daemon=True)
+            entry, case = waiting.pop(0)
+            proc = ctx.Process(target=_run_compile, args=(case, target), daemon=True)
             proc.start()
             running[proc] = (entry, time.perf_counter())
         time.sleep(0.05)
         for proc, (entry, began) in list(running.items()):
-            if proc.is_alive() and time.perf_counter() - began < deadline:
+            if proc not in running or (proc.is_alive() and time.perf_counter() - began < deadline):
                 continue
-            if proc.is_alive():
-                proc.kill()
-                result.slow.append(entry)
+            if proc.is_alive():  # the entry is out: stop its other cases too
                 print(f"\nwarm-up: {entry.name}: still compiling after {deadline:.0f} s, left out of the pool",
                       file=out)
-            elif proc.exitcode == 0:
-                result.compiled.append(entry)
-            else:
-                result.failed.append(entry)
-                print(f"\nwarm-up: {entry.name}: failed (exit code {proc.exitcode})", file=out)
+                for other, (e, _) in list(running.items()):
+                    if e is entry:
+                        other.kill()
+                        other.join()
+                        del running[other]
+                waiting = [(e, c) for e, c in waiting if e is not entry]
+                finish(entry, result.slow)
+                continue
             proc.join()
             del running[proc]
-            done = len(pool) - len(waiting) - len(running)
-            print(f"\rwarm-up [{'#' * (30 * done // len(pool)):<30}] {done}/{len(pool)} entries "
-                  f"{time.perf_counter() - start:.0f} s", end="", file=out, flush=True)
+            if proc.exitcode != 0 and entry.name not in failed:
+                failed.add(entry.name)
+                print(f"\nwarm-up: {entry.name}: failed (exit code {proc.exitcode})", file=out)
+            left[entry.name] -= 1
+            if left[entry.name] == 0:
+                finish(entry, result.failed if entry.name in failed else result.compiled)
     print(file=out)
     result.seconds = time.perf_counter() - start
     return result

@@ -86,7 +86,7 @@ def test_pool_size_and_date_come_from_the_environment(monkeypatch) -> None:
         pool.rotation_day()
 
 
-def test_warm_up_runs_each_entry_in_a_worker_and_reports_progress() -> None:
+def test_warm_up_compiles_each_entry_in_workers_and_reports_progress() -> None:
     entries = [e for e in pool.entries("cpu") if e.template.BT == 16][:2]
     out = io.StringIO()
     warm = pool.warm_up(tuple(entries), jobs=2, out=out)
@@ -95,15 +95,15 @@ def test_warm_up_runs_each_entry_in_a_worker_and_reports_progress() -> None:
     assert warm.seconds > 0 and "2/2 entries" in out.getvalue()
 
 
-def _compile_slowly_when_bt_is_32(template) -> float:
+def _compile_slowly_when_bt_is_32(case) -> float:
     """A stand-in for pool._compile (module level: spawned processes import it): BT=32 never ends."""
     import time
 
-    time.sleep(3600 if template.BT == 32 else 0.0)
+    time.sleep(3600 if case.BT == 32 else 0.0)
     return 0.0
 
 
-def _fail(template) -> float:
+def _fail(case) -> float:
     raise RuntimeError("the compiler broke")
 
 

@@ -5,7 +5,10 @@ head) pair, and one entry kernel that maps programs to tasks in either launch sh
 planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
 ``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
 and the length T are runtime arguments listed in ``do_not_specialize``, so splitting a grid
-into many launches never compiles a new kernel.
+into many launches never compiles a new kernel. The persistent task loop is not software-pipelined
+(``num_stages=1``): on CUDA the pipeliner otherwise buffers the next task's tiles too, and the
+H200 nightly found a bf16 backward at BT=128, BK=BV=128 needing 448 KiB of shared memory
+(131 KiB in grid mode) where the H200 has 227 KiB (regressions/oracle-cffde9801190.json).
 
 K and V are runtime arguments (Triton specializes them by 16-divisibility only) whose values the
 entry rebinds from the constexprs K_CONST/V_CONST when those are set (0: runtime), so their masks
@@ -305,7 +308,7 @@ def wy_fwd_kernel(
     if V_CONST:
         V = V_CONST
     if PERSISTENT:
-        for f in tl.range(tl.program_id(0), num_tasks, num_programs):
+        for f in tl.range(tl.program_id(0), num_tasks, num_programs, num_stages=1):
             _fwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
@@ -336,7 +339,7 @@ def wy_bwd_kernel(
     if V_CONST:
         V = V_CONST
     if PERSISTENT:
-        for f in tl.range(tl.program_id(0), num_tasks, num_programs):
+        for f in tl.range(tl.program_id(0), num_tasks, num_programs, num_stages=1):
             _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
                       k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
