@@ -28,3 +28,30 @@ def backend() -> str:
 @pytest.fixture(scope="session")
 def device(backend: str) -> torch.device:
     return torch.device(DEVICE_OF[backend])
+
+
+def _cpu_backend_refusal() -> str | None:
+    """Why this process cannot run the cpu backend (None: it can): the interpreter is chosen when
+    triton is first imported (TRITON_INTERPRET, set above only for a cpu run), and it must be
+    triton-ascend's (a GPU machine with upstream triton has none)."""
+    from wy_ascend import interpreter
+    from wy_ascend.errors import BackendUnavailableError
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return "this run compiles kernels (WY_ASCEND_BACKEND is not cpu): no interpreter in this process"
+    try:
+        interpreter.check_interpreter()
+    except BackendUnavailableError as e:
+        return str(e)
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cpu_backend: runs the cpu backend (skipped where this process cannot)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    marked = [item for item in items if item.get_closest_marker("cpu_backend")]
+    reason = _cpu_backend_refusal() if marked else None
+    for item in marked if reason else ():
+        item.add_marker(pytest.mark.skip(reason=f"needs the cpu backend: {reason}"))

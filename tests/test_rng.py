@@ -146,6 +146,7 @@ def test_token_chunks_match_chunk_bounds(case):
     assert list(zip(chunk.tolist(), row.tolist(), length.tolist())) == expected
 
 
+@pytest.mark.cpu_backend
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_compare_to_oracle_reads_the_device_once(dtype, monkeypatch):
     """The comparison reads its numbers in one transfer (no rel_rms per output, no .item()), and

@@ -39,11 +39,17 @@ def test_entry_kernels_take_dims_at_run_time() -> None:
 
 @pytest.mark.parametrize("x", [1, 2, 15, 16, 17, 32, 100, 128, 4096])
 def test_int_class_is_tritons_own(x: int) -> None:
-    from triton.runtime.jit import compute_spec_key
+    """int_class is what the JIT's own key function gives (triton-ascend 3.2's; upstream 3.6 names
+    no such function, so there the launch test below is the check)."""
+    jit = pytest.importorskip("triton.runtime.jit")
+    compute_spec_key = getattr(jit, "compute_spec_key", None)
+    if compute_spec_key is None:
+        pytest.skip("this triton has no triton.runtime.jit.compute_spec_key (triton-ascend 3.2's)")
 
     assert int_class(x) == compute_spec_key(x, align=True)
 
 
+@pytest.mark.cpu_backend
 @pytest.mark.parametrize("kernel", ["fwd", "bwd"])
 def test_ops_launch_the_cases_specialization(kernel, monkeypatch) -> None:
     """Every launch of a call carries the constexprs, K/V classes and dtypes its case's specialization
