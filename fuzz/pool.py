@@ -183,13 +183,16 @@ def _compile(case: Case) -> float:
     return time.perf_counter() - start
 
 
-def _run_compile(case: Case, target: Callable[[Case], float]) -> None:
-    """A warm-up process: ``target(case)``; a failure exits non-zero after printing it."""
-    try:
-        target(case)
-    except BaseException as e:  # noqa: BLE001 - reported by the parent through the exit code
-        print(f"warm-up: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
+def _serve_compiles(conn: Any, target: Callable[[Case], float]) -> None:
+    """A warm-up process: ``target(case)`` for each case received until None; answers each with
+    an error text (None: compiled). One process serves many cases, so torch, triton and the
+    device start once per process, not once per case."""
+    while (case := conn.recv()) is not None:
+        try:
+            target(case)
+            conn.send(None)
+        except BaseException as e:  # noqa: BLE001 - reported by the parent
+            conn.send(f"{type(e).__name__}: {e}")
 
 
 @dataclass
@@ -202,19 +205,30 @@ class WarmUp:
     slow: list[Entry] = field(default_factory=list)
 
 
+@dataclass
+class _Busy:
+    """A warm-up process's current case: its entry and when it started."""
+
+    entry: Entry
+    began: float
+
+
 def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE_S, out: TextIO | None = None,
             target: Callable[[Case], float] = _compile) -> WarmUp:
-    """Compile every specialization of ``pool``: one spawned process per ``_instances`` case of
-    each entry (its launch shapes and grouped-heads twin compile in parallel, not one after the
-    other), ``jobs`` at a time, with a progress line on ``out`` (default: stderr at call time).
+    """Compile every specialization of ``pool`` in ``jobs`` spawned processes that take the
+    ``_instances`` cases of the entries one at a time (an entry's launch shapes and grouped-heads
+    twin compile in parallel), with a progress line on ``out`` (default: stderr at call time).
 
-    A case still compiling after ``deadline`` seconds is killed and its entry listed as ``slow``
-    (its other cases are stopped or never started): on the H200 a few specializations compile for
-    minutes (ptxas, docs/nightly-h200.md session 5), and a warm-up that waits for them never starts
-    the run; the fuzz run then leaves the entry out of its pool (a compile-time cliff the summary
-    names). An entry with a failing compile is listed as ``failed`` and stays in the pool: its
-    cases fail where it shows, shrunk and stored like any failure. The others are ``compiled``, in
-    the order they finished."""
+    A case still compiling after ``deadline`` seconds is killed with its process (a fresh one
+    takes its place) and its entry listed as ``slow``, its other cases stopped or never started:
+    on the H200 a few specializations compile for minutes (docs/nightly-h200.md sessions 5-6),
+    and a warm-up that waits for them never starts the run; the fuzz run then leaves the entry out
+    of its pool (a compile-time cliff the summary names). An entry with a failing compile (an
+    error, or its process dying) is listed as ``failed`` and stays in the pool: its cases fail
+    where it shows, shrunk and stored like any failure. The others are ``compiled``, in the order
+    they finished."""
+    from multiprocessing.connection import wait
+
     out = out or sys.stderr
     ctx = multiprocessing.get_context("spawn")
     start = time.perf_counter()
@@ -222,7 +236,15 @@ def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE
     waiting = [(entry, case) for entry in pool for case in _instances(entry.template)]
     left = {entry.name: sum(e is entry for e, _ in waiting) for entry in pool}
     failed: set[str] = set()
-    running: dict[Any, tuple[Entry, float]] = {}
+    idle: list[tuple[Any, Any]] = []  # (process, connection) waiting for a case
+    busy: dict[Any, tuple[Any, _Busy]] = {}  # connection -> (process, its case)
+
+    def spawn() -> tuple[Any, Any]:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve_compiles, args=(child, target), daemon=True)
+        proc.start()
+        child.close()
+        return proc, parent
 
     def finish(entry: Entry, verdict: list[Entry]) -> None:
         verdict.append(entry)
@@ -230,35 +252,48 @@ def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE
         print(f"\rwarm-up [{'#' * (30 * done // len(pool)):<30}] {done}/{len(pool)} entries "
               f"{time.perf_counter() - start:.0f} s", end="", file=out, flush=True)
 
-    while waiting or running:
-        while waiting and len(running) < max(1, jobs):
-            entry, case = waiting.pop(0)
-            proc = ctx.Process(target=_run_compile, args=(case, target), daemon=True)
-            proc.start()
-            running[proc] = (entry, time.perf_counter())
-        time.sleep(0.05)
-        for proc, (entry, began) in list(running.items()):
-            if proc not in running or (proc.is_alive() and time.perf_counter() - began < deadline):
-                continue
-            if proc.is_alive():  # the entry is out: stop its other cases too
-                print(f"\nwarm-up: {entry.name}: still compiling after {deadline:.0f} s, left out of the pool",
-                      file=out)
-                for other, (e, _) in list(running.items()):
-                    if e is entry:
-                        other.kill()
-                        other.join()
-                        del running[other]
+    def case_done(entry: Entry, error: str | None) -> None:
+        if error is not None and entry.name not in failed:
+            failed.add(entry.name)
+            print(f"\nwarm-up: {entry.name}: failed ({error})", file=out)
+        left[entry.name] -= 1
+        if left[entry.name] == 0:
+            finish(entry, result.failed if entry.name in failed else result.compiled)
+
+    try:
+        while waiting or busy:
+            while waiting and len(busy) < max(1, jobs):
+                proc, conn = idle.pop() if idle else spawn()
+                entry, case = waiting.pop(0)
+                conn.send(case)
+                busy[conn] = (proc, _Busy(entry, time.perf_counter()))
+            for conn in wait(list(busy), timeout=0.05):
+                proc, job = busy.pop(conn)
+                try:
+                    error = conn.recv()
+                except EOFError:  # the process died inside the compile
+                    proc.join()
+                    error = f"its process exited with code {proc.exitcode}"
+                else:
+                    idle.append((proc, conn))
+                case_done(job.entry, error)
+            now = time.perf_counter()
+            for entry in {job.entry.name: job.entry for _, job in busy.values() if now - job.began >= deadline}.values():
+                print(f"\nwarm-up: {entry.name}: still compiling after {deadline:.0f} s, left out of the pool", file=out)
+                for conn, (proc, job) in list(busy.items()):
+                    if job.entry is entry:
+                        proc.kill()
+                        proc.join()
+                        del busy[conn]
                 waiting = [(e, c) for e, c in waiting if e is not entry]
                 finish(entry, result.slow)
-                continue
-            proc.join()
-            del running[proc]
-            if proc.exitcode != 0 and entry.name not in failed:
-                failed.add(entry.name)
-                print(f"\nwarm-up: {entry.name}: failed (exit code {proc.exitcode})", file=out)
-            left[entry.name] -= 1
-            if left[entry.name] == 0:
-                finish(entry, result.failed if entry.name in failed else result.compiled)
+    finally:
+        for _, conn in idle:
+            conn.send(None)
+        for proc, _ in [*idle, *busy.values()]:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
     print(file=out)
     result.seconds = time.perf_counter() - start
     return result

@@ -115,7 +115,34 @@ def test_warm_up_cuts_an_entry_at_its_deadline_and_reports_failures() -> None:
     assert (warm.compiled, warm.slow, warm.failed) == ([fast], [slow], [])
     assert 40.0 <= warm.seconds < 100 and "still compiling after 40 s" in out.getvalue() and "2/2 entries" in out.getvalue()
     warm = pool.warm_up((fast,), jobs=1, out=out, target=_fail)
-    assert warm.failed == [fast] and "failed (exit code 1)" in out.getvalue()
+    assert warm.failed == [fast] and "failed (RuntimeError: the compiler broke)" in out.getvalue()
+    warm = pool.warm_up((fast,), jobs=1, out=out, target=_die)
+    assert warm.failed == [fast] and "its process exited with code 3" in out.getvalue()
+
+
+def _die(case) -> float:
+    import os
+
+    os._exit(3)
+
+
+def _note_pid(case) -> float:
+    """Leaves a file named after this process's pid in WY_TEST_PID_DIR."""
+    import os
+    from pathlib import Path
+
+    (Path(os.environ["WY_TEST_PID_DIR"]) / str(os.getpid())).touch()
+    return 0.0
+
+
+def test_warm_up_processes_serve_many_cases(tmp_path, monkeypatch) -> None:
+    """Torch and the device start once per warm-up process, not once per case: with nothing cut,
+    no more processes than jobs serve every case of the entries."""
+    monkeypatch.setenv("WY_TEST_PID_DIR", str(tmp_path))
+    entries = tuple(e for e in pool.entries("cpu") if e.template.BT == 16)[:3]
+    cases = sum(len(pool._instances(e.template)) for e in entries)
+    warm = pool.warm_up(entries, jobs=2, out=io.StringIO(), target=_note_pid)
+    assert len(warm.compiled) == 3 and cases > 2 and 1 <= len(list(tmp_path.iterdir())) <= 2
 
 
 def test_entries_the_warm_up_cut_leave_every_workers_pool(monkeypatch) -> None:
