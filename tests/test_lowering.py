@@ -392,6 +392,28 @@ def test_a_dying_worker_is_reported_not_raised(specs, tmp_path, monkeypatch) -> 
     assert (result.status, result.stage) == ("FAIL", "crash")
 
 
+def test_specs_after_a_crash_lower_in_a_fresh_worker(specs, tmp_path, monkeypatch) -> None:
+    """A crash while lowering specs one at a time breaks that worker only: the next spec gets a
+    fresh one and passes (here the kernels module kills the first two processes that import it:
+    the chunk's worker, then the first spec's own)."""
+    count = tmp_path / "imports"
+    ref = kernel_module(tmp_path, monkeypatch, "dies_twice", f"""
+        import os
+        import signal
+        from pathlib import Path
+
+        count = Path({str(count)!r})
+        n = int(count.read_text()) if count.exists() else 0
+        count.write_text(str(n + 1))
+        if n < 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        from wy_ascend.kernels import KERNELS
+    """)
+    spec, other = first_spec(specs), spec_where(specs, kernel="bwd", BT=16)
+    results = lowering.run([spec, other], kernels=ref, out=io.StringIO(), jobs=1)
+    assert [(r.spec, r.status, r.stage) for r in results] == [(spec, "FAIL", "crash"), (other, "PASS", None)]
+
+
 def test_compiler_diagnostics_on_fd_2_are_captured_whole_and_fd_2_comes_back() -> None:
     """MLIR prints to file descriptor 2: the capture returns every byte written there, and
     afterwards fd 2 is the original file again (not the closed capture file)."""
