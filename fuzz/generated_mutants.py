@@ -5,6 +5,7 @@
     python fuzz/mutants.py --generated 150 --dry-run        # the sample and its diffs, nothing run
     python fuzz/mutants.py --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
     python fuzz/mutants.py --generated 150 --worktree      # the working tree, uncommitted edits included
+    python fuzz/mutants.py --recheck old.json --report new.json   # old.json's survivors on this tree
     nox -s mutants -- --generated 150 [--seed S] [--jobs J]
 
 Sites. Every ``.py`` under src/wy_ascend (kernels included) is parsed fresh at the start of
@@ -483,6 +484,35 @@ class Mutant:
     @property
     def sha(self) -> str:
         return hashlib.sha256(self.mutated.encode()).hexdigest()[:16]
+
+
+def reapply(record: dict[str, Any], sources: dict[str, str]) -> Mutant | str:
+    """The mutant of report entry ``record`` made again on ``sources``: its diff's old lines
+    (context and removed) must occur exactly once in the file now, and are replaced by its new
+    lines; else the reason it no longer applies."""
+    old: list[str] = []
+    new: list[str] = []
+    lead = None  # context lines before the first changed one
+    for line in record["diff"].splitlines(True)[2:]:
+        if line.startswith("@@"):
+            continue
+        if line[:1] in ("-", "+") and lead is None:
+            lead = len(old)
+        if line[:1] in (" ", "-"):
+            old.append(line[1:])
+        if line[:1] in (" ", "+"):
+            new.append(line[1:])
+    source = sources.get(record["file"])
+    if source is None:
+        return f"{record['file']} is gone"
+    before, after = "".join(old), "".join(new)
+    count = source.count(before)
+    if count != 1:
+        return f"its lines occur {count} times in {record['file']} now"
+    at = source.index(before)
+    site = Site(record["file"], source[:at].count("\n") + 1 + (lead or 0), record["col"], record["operator"], (),
+                description=record["description"], id=record["id"])
+    return Mutant(site, source, source[:at] + after + source[at + len(before):])
 
 
 def _span(lines: list[str], node: ast.AST) -> tuple[int, int]:
@@ -1080,7 +1110,8 @@ def markdown(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     results = doc["results"]
     equivalent = {e.get("id") or e.get("key"): e.get("reason", "") for e in doc.get("equivalent", [])}
-    out = [f"# Generated mutants: {doc['n']} sampled (seed {doc['seed']})", ""]
+    out = [f"# Generated mutants: the {doc['n']} survivors of {doc['recheck_of']} not argued equivalent, again"
+           if doc.get("recheck_of") else f"# Generated mutants: {doc['n']} sampled (seed {doc['seed']})", ""]
     out += [f"Score: **{_pct(s['score'])}** = {s['score_note']}; killed {s['killed']}, timeout {s['timeout']}, "
             f"survived {s['survived']}, invalid {s['invalid']} (not counted), error {s['error']} (not counted)"
             + (f", pending {s['pending']}" if s["pending"] else "") + ".",
@@ -1090,6 +1121,8 @@ def markdown(doc: dict[str, Any]) -> str:
             "", f"Commands (each `-x`, without xdist, on a copy of the tree at fingerprint `{doc['fingerprint']}`, "
             f"src `{doc['src_fingerprint']}`):", ""]
     out += [f"    {c}" for c in doc["commands"]]
+    if doc.get("not_built"):
+        out += ["", "Not built (not run, not counted):", ""] + [f"- `{b['id']}`: {b['why']}" for b in doc["not_built"]]
     base = doc.get("baseline") or {}
     verdict = "pass" if base.get("verdict") == "survived" else base.get("verdict", "?")
     out += ["", f"Baseline: {verdict} in {base.get('seconds', 0):.0f} s {base.get('command_seconds', '')}; per-mutant "
@@ -1141,7 +1174,10 @@ def markdown(doc: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="fuzz/mutants.py --generated", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--generated", type=int, required=True, metavar="N", help="how many mutants to sample")
+    p.add_argument("--generated", type=int, metavar="N", help="how many mutants to sample")
+    p.add_argument("--recheck", type=Path, metavar="REPORT",
+                   help="run the survivors of REPORT (those not argued equivalent) again on this tree: each "
+                        "survivor's diff is applied to the current source; one whose lines changed is listed as gone")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
     p.add_argument("--timeout", type=float, default=None,
@@ -1174,8 +1210,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="store_true", help="print each command's pytest output")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
-    if args.generated < 1 or args.jobs < 1:
+    if (args.generated is None) == (args.recheck is None):
+        p.error("give one of --generated N and --recheck REPORT")
+    if (args.generated is not None and args.generated < 1) or args.jobs < 1:
         p.error("--generated and --jobs must be >= 1")
+    if args.recheck is not None and not args.recheck.is_file():
+        p.error(f"--recheck: no report at {args.recheck}")
     if args.worktree and args.rev:
         p.error("--worktree and --rev exclude each other")
     if not args.worktree and args.rev is None:
@@ -1187,6 +1227,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown operators {sorted(unknown)}; known: {', '.join(OPERATORS)}")
     return args
+
+
+def recheck_mutants(report: Path, sources: dict[str, str],
+                    equivalent: list[dict[str, str]]) -> tuple[list[Mutant], list[tuple[Site, str]]]:
+    """The survivors of ``report`` not argued ``equivalent``, made again on ``sources`` (``reapply``);
+    those that no longer apply, with the reason."""
+    argued = {e.get("id") for e in equivalent} | {e.get("key") for e in equivalent}
+    mutants, gone = [], []
+    for r in json.loads(report.read_text())["results"]:
+        if r["verdict"] != "survived" or r["id"] in argued or r["key"] in argued:
+            continue
+        m = reapply(r, sources)
+        if isinstance(m, str):
+            gone.append((Site(r["file"], r["line"], r["col"], r["operator"], (), description=r["description"],
+                              id=r["id"]), m))
+        else:
+            mutants.append(m)
+    return mutants, gone
 
 
 def _result(m: Mutant, verdict: str, fp: str, src_fp: str, outcome: Outcome | None = None) -> dict[str, Any]:
@@ -1218,8 +1276,12 @@ def main(argv: list[str] | None = None) -> int:
         sources = read_sources(package)
         all_sites = find_sites(sources)
         sites = [s for s in all_sites if s.operator in operators and (not args.files or s.file in args.files)]
-        picked = sample(sites, args.generated, args.seed, uniform=args.uniform, min_per_file=args.min_per_file)
-        mutants, broken = build_mutants(sources, picked)
+        if args.recheck:
+            mutants, broken = recheck_mutants(args.recheck, sources, load_equivalent(args.equivalent))
+            picked = [m.site for m in mutants]
+        else:
+            picked = sample(sites, args.generated, args.seed, uniform=args.uniform, min_per_file=args.min_per_file)
+            mutants, broken = build_mutants(sources, picked)
         if args.only:
             known = {m.id for m in mutants}
             missing = [i for i in args.only if i not in known]
@@ -1266,7 +1328,8 @@ def main(argv: list[str] | None = None) -> int:
                 todo.append(m)
         equivalent = load_equivalent(args.equivalent)
         doc: dict[str, Any] = {
-            "tool": "fuzz/generated_mutants.py", "n": args.generated, "seed": args.seed,
+            "tool": "fuzz/generated_mutants.py", "n": len(mutants), "seed": args.seed,
+            "recheck_of": str(args.recheck) if args.recheck else None,
             "sampling": "uniform" if args.uniform else f"stratified by file (min {args.min_per_file})",
             "operators": sorted(operators), "sites": len(sites), "sites_per_file": dict(sorted(per_file.items())),
             "sites_per_operator": dict(sorted(Counter(s.operator for s in sites).items())),

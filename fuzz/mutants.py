@@ -428,7 +428,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if any(a == "--generated" or a.startswith("--generated=") for a in argv):  # sampled AST mutants, own runner
+    if any(a.split("=")[0] in ("--generated", "--recheck") for a in argv):  # AST mutants, own runner
         if __package__:
             from .generated_mutants import main as generated
         else:

@@ -19,10 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure
@@ -154,6 +156,9 @@ def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: P
             runner.run("varlen_split", PLAN_CASE)
         assert isinstance(info.value.__cause__, RemoteTraceback)
         assert info.traceback[-1].path.name == "properties.py"
+        # The cause prints as the child's traceback, on lines of its own below the parent's.
+        child_tb = str(info.value.__cause__)
+        assert child_tb.startswith("\nTraceback (most recent call last):") and "in run_property" in child_tb
         pid = runner.child.pid if runner.child else None
         # A signal is a crash; the next case gets a new child.
         os.kill(pid, signal.SIGSEGV)  # type: ignore[arg-type]
@@ -161,13 +166,54 @@ def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: P
             runner.run("plan_coverage", PLAN_CASE)
         assert crash.value.detail["signal"] == "SIGSEGV" and crash.value.detail["log"] == str(log)
         assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 2
-        # Past the limit: killed, a timeout, its stacks in the log.
+        # Past the limit: killed at once, a timeout, its stacks in the log. The bound: 1 s of
+        # limit, DUMP_GRACE_S for the stack dump, and slack for a loaded machine, well under the
+        # 30 s the runner would wait for a child it had not killed to exit by itself.
+        started = time.monotonic()
         with pytest.raises(CaseTimeout, match="time limit of 1 s") as late:
             runner.run("plan_coverage", PLAN_CASE.replace(HV=3), timeout_s=1)
+        assert time.monotonic() - started < 15
         assert late.value.detail["limit_s"] == 1
         assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 3
     text = log.read_text()
     assert "Fatal Python error: Segmentation fault" in text and "in program_tasks" in text
+
+
+def test_errors_keep_the_cpu_child_and_replace_a_device_backends_child(tmp_path: Path) -> None:
+    # Any error but a property failure on a device backend may leave its context unusable (a
+    # device fault): the runner drops that child. On the cpu backend the child stays.
+    with CaseRunner(tmp_path / "runner.log", timeout_s=60, backend="cpu") as runner:
+        with pytest.raises(ValueError, match="property must be one of"):
+            runner.run("no_such_property", PLAN_CASE)
+        assert runner.child is not None and runner.starts == 1
+        device = "npu" if torch.cuda.is_available() else "cuda"  # a device backend this machine lacks
+        with pytest.raises(Exception, match=f"backend '{device}' is unavailable"):
+            runner.run("oracle", PLAN_CASE.replace(backend=device))
+        assert runner.child is None
+        assert runner.run("plan_coverage", PLAN_CASE).metrics["fwd"]["tasks"] == 6 and runner.starts == 2
+
+
+def test_a_child_that_dies_before_it_is_ready_is_a_crash(tmp_path: Path) -> None:
+    # A child whose sys.path cannot import the package exits before its "ready".
+    with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=False, backend="cpu",
+                    path=[str(tmp_path / "nowhere")]) as runner:
+        with pytest.raises(CaseCrashed, match="the case runner did not start") as info:
+            runner.run("plan_coverage", PLAN_CASE)
+        assert info.value.detail["exitcode"] == 1 and runner.child is None
+    assert "ModuleNotFoundError: No module named 'wy_ascend'" in (tmp_path / "runner.log").read_text()
+
+
+def test_raise_at_raises_the_error_itself_at_the_childs_place() -> None:
+    from wy_ascend.testing.runner import _raise_at
+
+    error = ValueError("from the child")  # as unpickled: no traceback yet
+    with pytest.raises(ValueError) as plain:
+        _raise_at(error, None)
+    assert plain.value is error
+    error = ValueError("from the child")
+    with pytest.raises(ValueError) as placed:
+        _raise_at(error, ("/somewhere/child.py", 7))
+    assert placed.value is error and (Path(placed.traceback[-1].path).name, placed.traceback[-1].lineno + 1) == ("child.py", 7)
 
 
 def test_unpicklable_exception_comes_back_as_runtime_error(tmp_path: Path) -> None:
@@ -181,3 +227,18 @@ def test_unpicklable_exception_comes_back_as_runtime_error(tmp_path: Path) -> No
     assert isinstance(error, RuntimeError) and "Odd: 1/2" in str(error)
     failure = PropertyFailure("m", {"w": {"rel_rms": __import__("torch").tensor(0.5)}})
     assert _portable(failure) is failure and failure.metrics == {"w": {"rel_rms": 0.5}}
+
+
+@pytest.mark.parametrize("value, error", [
+    ("", None), ("2.5", None), ("0", "must be positive"), ("-1", "must be positive"), ("nan", "must be positive"),
+    ("soon", "must be a number of seconds"),
+])
+def test_the_case_timeout_variable_takes_positive_seconds(monkeypatch, value: str, error: str | None) -> None:
+    from wy_ascend.testing.runner import TIMEOUT_ENV, case_timeout
+
+    monkeypatch.setenv(TIMEOUT_ENV, value)
+    if error is None:
+        assert case_timeout(7.0) == (float(value) if value else 7.0)
+    else:
+        with pytest.raises(ValueError, match=f"{TIMEOUT_ENV} {error}, got '{value}'"):
+            case_timeout(7.0)

@@ -175,6 +175,31 @@ def test_markdown_lists_every_survivor_with_its_diff(sources: dict[str, str], si
     assert "## Timeouts (1)" in text and "## Invalid" in text and "Score: **66.7%**" in text
 
 
+def test_recheck_makes_a_reports_survivors_again_on_the_current_source(sources: dict[str, str], sites: list[gm.Site],
+                                                                      tmp_path: Path) -> None:
+    mutants, _ = gm.build_mutants(sources, gm.sample(sites, 8, seed=2))
+    killed, argued, moved = mutants[0], mutants[1], mutants[2]
+    gone = next(m for m in mutants[3:] if m.site.file != moved.site.file)
+    kept = [m for m in mutants[3:] if m.site.file not in (moved.site.file, gone.site.file)]
+    results = [gm._result(m, "killed" if m is killed else "survived", "fp", "sfp") for m in mutants]
+    report = tmp_path / "old.json"
+    report.write_text(json.dumps({"results": results}))
+    # Since the report: ten lines above one survivor (its line numbers move), and a line of
+    # another survivor's change edited (it no longer applies).
+    edited = dict(sources)
+    edited[moved.site.file] = "# new\n" * 10 + edited[moved.site.file]
+    old_line = next(line for line in gone.diff.splitlines()[3:] if line.startswith("-"))[1:]
+    edited[gone.site.file] = edited[gone.site.file].replace(old_line + "\n", old_line + "  # edited\n", 1)
+    again, not_built = gm.recheck_mutants(report, edited, [{"key": argued.key, "reason": "argued"}])
+    by_id = {m.id: m for m in again}
+    assert killed.id not in by_id and argued.id not in by_id and gone.id not in by_id
+    assert by_id[moved.id].mutated == "# new\n" * 10 + moved.mutated and by_id[moved.id].site.line == moved.site.line + 10
+    assert by_id[moved.id].key == moved.key
+    for m in kept:
+        assert by_id[m.id].mutated == m.mutated and by_id[m.id].key == m.key
+    assert [(s.id, why) for s, why in not_built] == [(gone.id, f"its lines occur 0 times in {gone.site.file} now")]
+
+
 def test_mutants_py_delegates_generated(capsys: pytest.CaptureFixture[str]) -> None:
     assert hand.main(["--generated", "3", "--seed", "1", "--dry-run", "--worktree"]) == 0
     out = capsys.readouterr().out

@@ -331,6 +331,17 @@ def test_cuda_footprints_are_not_checked_against_the_ub(specs, cuda_specs) -> No
     assert f"largest UB footprint: {npu.footprint} B" in text and "UB OVERFLOW" not in text
 
 
+@pytest.mark.parametrize("extra, cut", [(0, False), (1, True)])
+def test_a_failure_message_is_cut_only_past_its_limit(specs, extra: int, cut: bool) -> None:
+    message = "x" * (lowering.MESSAGE_CHARS - 1) + "y" + "z" * extra
+    out = io.StringIO()
+    assert lowering.summarize([lowering.Result(first_spec(specs), "FAIL", 0.1, "ttadapter", message)],
+                              [], UB, 0.0, 1, out) == 1
+    text = out.getvalue()
+    shown = message[:lowering.MESSAGE_CHARS] + "\n[... cut: --report]" if cut else message
+    assert f"\n{shown}\n\nlowering gate: FAILED" in text
+
+
 def fake_adapter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, setup: str = "") -> str:
     """A kernels module that, once imported by a worker, points triton-ascend at a fake
     triton-adapter-opt script (the real kernels through a misbehaving adapter) and runs ``setup``."""

@@ -91,7 +91,7 @@ def grid_id(p: dict) -> str:
 
 @pytest.mark.parametrize("p", GRID, ids=grid_id)
 def test_oracle_grid(p, backend):
-    """Both ops match the oracle within properties.tolerance (the bounds are justified there)."""
+    """Both ops match the oracle within properties.error_bounds (the bounds are justified there)."""
     check_oracle(grid_case(p, backend))
 
 

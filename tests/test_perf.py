@@ -70,3 +70,32 @@ def test_perf_cases_cover_the_grid_and_shrink_to_the_smallest_shape() -> None:
         wide = find(perf_cases("cuda"), lambda c, d=dim: c.K == d and c.V != d and c.HV == 4 * c.H and c.cu_seqlens,
                     settings=settings(quiet, phases=[Phase.generate]))
         assert wide.B * wide.T * wide.HV <= PERF_MAX_ROWS and wide.dtype == "bfloat16" and wide.use_g
+
+
+@pytest.mark.cpu_backend
+def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monkeypatch) -> None:
+    """What gets timed (on the cpu backend here, with a timer that runs its function once): the
+    copy, a one-program launch, and the forward and backward with the case's own arguments."""
+    from wy_ascend.ops import prepare_wy_repr_bwd, recompute_w_u_fwd
+
+    ran: list[object] = []
+
+    def once(fn):
+        ran.append(fn())
+        return 0.5
+
+    monkeypatch.setattr(perf, "do_bench", once)
+    monkeypatch.setattr(perf, "COPY_BYTES", 1 << 12)
+    assert perf.device_limits.__wrapped__("cpu") == ((1 << 12) / 0.5, 0.5)
+    case = Case(B=1, T=40, H=1, HV=2, K=24, V=20, BT=16, use_g=True, cu_seqlens=(0, 17, 40), backend="cpu")
+    k, v, beta, A, g, dw, du, cu = inputs = case.build_inputs()
+    monkeypatch.setattr(perf, "device_limits", lambda device: (1e6, 1e-3))
+    monkeypatch.setattr(perf, "peer_ops", lambda: None)
+    ran.clear()
+    metrics = perf.measure(case, inputs, timer=once)
+    assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == 0.5
+    fwd, bwd = ran
+    want_fwd = recompute_w_u_fwd(k, v, beta, A, g, cu, backend="cpu")
+    want_bwd = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend="cpu")
+    for got, want in ((fwd, want_fwd), (bwd, want_bwd)):
+        assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))

@@ -325,3 +325,15 @@ def test_the_oracle_takes_the_smallest_valid_cu_seqlens_and_chunk_size() -> None
     k, v, beta = torch.randn(1, 5, 1, 16, dtype=f64), torch.randn(1, 5, 1, 8, dtype=f64), torch.rand(1, 5, 1, dtype=f64)
     w, u = wy_fwd(k, v, beta, torch.ones(1, 5, 1, 1, dtype=f64))  # one-token chunks: A = 1
     assert torch.equal(w, k * beta[..., None]) and torch.equal(u, v * beta[..., None])
+
+
+def test_a_chunk_size_below_one_is_refused_by_name() -> None:
+    """One below the smallest chunk size the oracle accepts (1): a given A of width 0 and a
+    chunk_size of 0 fail with the oracle's message, not deep inside the chunking."""
+    f64 = torch.float64
+    k, v, beta = torch.randn(1, 5, 1, 16, dtype=f64), torch.randn(1, 5, 1, 8, dtype=f64), torch.rand(1, 5, 1, dtype=f64)
+    dw, du, A0 = torch.randn(1, 5, 1, 16, dtype=f64), torch.randn(1, 5, 1, 8, dtype=f64), torch.ones(1, 5, 1, 0, dtype=f64)
+    for call in (lambda: wy_fwd(k, v, beta, A0), lambda: wy_bwd_given_A(k, v, beta, A0, dw, du),
+                 lambda: wy_bwd(k, v, beta, dw, du, chunk_size=0)):
+        with pytest.raises(ValueError, match="chunk size must be >= 1, got 0"):
+            call()

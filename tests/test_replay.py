@@ -141,10 +141,10 @@ def test_bound_change_explained_by_the_term_that_sets_it(tmp_path: Path) -> None
     assert sorted(lines) == ["u", "w"]  # dk's bound did not change
     w, u = lines["w"], lines["u"]
     assert w.startswith("w: recorded tol 3.906e-03, now 7.812e-03: the bfloat16 bound now admits the rounding "
-                        "sensitivity 7.812e-03 (properties.tolerance)")
+                        "sensitivity 7.812e-03 (properties.error_bounds)")
     assert "(recorded with wy_ascend 0.0.9, now" in w
     assert u.startswith("u: recorded tol 3.906e-03, now 5.000e-03: the bfloat16 bound is the rounding term "
-                        "LOW_PRECISION_FACTOR x max(round_err, u/2) (properties.tolerance) (recorded")
+                        "LOW_PRECISION_FACTOR x max(round_err, u/2) (properties.error_bounds) (recorded")
 
 
 def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

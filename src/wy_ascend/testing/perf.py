@@ -9,7 +9,7 @@ For each op (forward, backward) of a case on a device backend:
   once, in its own dtype (``compulsory_bytes``): no kernel moves less.
 * ``copy_bandwidth``: a device-to-device copy of ``COPY_BYTES`` (bytes read + written over its
   time), measured once per process: what the memory system gives a pure streaming kernel here.
-* ``launch_floor``: the time of one empty Triton launch, measured once per process: a small
+* ``launch_floor``: the time of a one-program Triton launch that stores one word, measured once per process: a small
   problem cannot take less than one launch (each op here is one launch on cuda).
 * Times are ``triton.testing.do_bench`` medians (device-synchronized, after warm-up).
 
@@ -74,11 +74,13 @@ def device_limits(device: str) -> tuple[float, float]:
     copy_ms = do_bench(lambda: dst.copy_(src))
 
     @triton.jit
-    def _empty(x):
-        tl.store(x, 0)
+    def _programs(x):
+        tl.store(x, tl.num_programs(0))
 
-    flag = torch.empty(1, dtype=torch.int32, device=device)
-    floor_ms = do_bench(lambda: _empty[(1,)](flag))
+    count = torch.zeros(1, dtype=torch.int32, device=device)
+    floor_ms = do_bench(lambda: _programs[(1,)](count))
+    if count.item() != 1:  # what was timed must be one program that ran
+        raise RuntimeError(f"the launch floor's kernel ran {count.item()} programs, not 1")
     return COPY_BYTES / copy_ms, floor_ms
 
 

@@ -147,25 +147,22 @@ def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
     return _ratio(*_read([_norms(out, ref)])[0])
 
 
-def tolerance(dtype: str, ref: torch.Tensor, sensitivity: float = 0.0) -> float:
-    """The bound on rel_rms for an output of ``dtype`` whose exact value is ``ref``.
+def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
+    """The bound on rel_rms for an output of ``dtype``, given its rounding error ``round_err``
+    (rel_rms of the exact output rounded to ``dtype``) and ``sensitivity`` (``error_bounds``).
 
     float32: FP32_RTOL. bf16/fp16: LOW_PRECISION_FACTOR times the larger of the output's own
     rounding error and half an ulp, or ``sensitivity`` if that is larger: how far the exact
-    output moves when its multiplicands move by half an ulp (``rounding_sensitivity``). An
-    error below that is one the problem's conditioning makes of the roundings any kernel in
-    ``dtype`` does. It matters for ill-conditioned inputs (repeated keys, where
-    ``w = A (k*beta)`` cancels: there a kernel that rounds ``k*beta`` to a bf16 dot operand, as
-    fla's does and the cuda backend's LOWP_DOT does, is off by more than 4x half an ulp; a
-    nightly H200 find matched a float64 emulation of those roundings to 4 digits, at 0.52x its
-    sensitivity; tests/test_lowp_dot_error.py). On the emulation test's case it is 0.3-0.9x the
-    first term for every input distribution, so there the bound is what it was.
+    output moves when its multiplicands move by half an ulp. An error below that is one the
+    problem's conditioning makes of the roundings any kernel in ``dtype`` does. It matters for
+    ill-conditioned inputs (repeated keys, where ``w = A (k*beta)`` cancels: there a kernel that
+    rounds ``k*beta`` to a bf16 dot operand, as fla's does and the cuda backend's LOWP_DOT does,
+    is off by more than 4x half an ulp; a nightly H200 find matched a float64 emulation of those
+    roundings to 4 digits, at 0.52x its sensitivity; tests/test_lowp_dot_error.py). On the
+    emulation test's case it is 0.3-0.9x the first term for every input distribution, so there
+    the bound is what it was. The rounding error exceeds half an ulp only where the output
+    underflows (or overflows) ``dtype``.
     """
-    return _bound(dtype, 0.0 if dtype == "float32" else rel_rms(ref.to(getattr(torch, dtype)), ref), sensitivity)
-
-
-def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
-    """``tolerance`` given the output's rounding error ``round_err`` (rel_rms of it rounded to ``dtype``)."""
     if dtype == "float32":
         return FP32_RTOL
     return max(LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 2), sensitivity)
@@ -174,11 +171,31 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
 NUDGED = ("k", "v", "beta", "A", "dw", "du")  # what the kernels multiply (g only enters through exp2)
 
 
-def rounding_sensitivity(inputs: Inputs, ref: dict[str, torch.Tensor | None], dtype: str) -> dict[str, float]:
-    """Per output, rel_rms between the exact outputs ``ref`` and ``nudged_outputs``: the problem's
-    own amplification of the roundings that computing in ``dtype`` implies."""
+def _bound_rows(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str) -> list[torch.Tensor]:
+    """``_norms`` rows of the bounds of the outputs ``ref`` (exact, of ``inputs``): per output its
+    rounding to ``dtype``, then per output ``nudged_outputs``; none for float32. Both relative to
+    the exact output, like the error they bound."""
+    if dtype == "float32":
+        return []
     moved = nudged_outputs(inputs, dtype)
-    return {name: rel_rms(m, r) for name, r in ref.items() if r is not None and (m := moved[name]) is not None}
+    return [*(_norms(r.to(getattr(torch, dtype)), r) for r in ref.values()),
+            *(_norms(moved[name], r) for name, r in ref.items())]  # type: ignore[arg-type]
+
+
+def _bounds(dtype: str, ratios: list[float], n: int) -> list[dict[str, float]]:
+    """Per output (of ``n``): ``tol`` and, below float32, ``round_err`` and ``sensitivity``, from
+    the ratios of ``_bound_rows``."""
+    if dtype == "float32":
+        return [{"tol": FP32_RTOL}] * n
+    return [{"tol": _bound(dtype, ratios[i], ratios[n + i]), "round_err": ratios[i], "sensitivity": ratios[n + i]}
+            for i in range(n)]
+
+
+def error_bounds(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str) -> dict[str, dict[str, float]]:
+    """Per output of ``ref`` (the exact outputs of ``inputs``): the bound ``compare_to_oracle``
+    puts on its rel_rms in ``dtype`` (``tol``) and its terms (``_bounds``)."""
+    ratios = [_ratio(*row) for row in _read(_bound_rows(inputs, ref, dtype))]
+    return dict(zip(ref, _bounds(dtype, ratios, len(ref)), strict=True))
 
 
 def nudged_outputs(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
@@ -250,7 +267,7 @@ def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor |
 
 
 def check_oracle(case: Case) -> Metrics:
-    """Forward and backward outputs match the float64 oracle within ``tolerance``."""
+    """Forward and backward outputs match the float64 oracle within ``error_bounds``."""
     inputs = build_inputs(case)
     got = run_ops(case, inputs)
     host_cu = torch.tensor(case.cu_seqlens) if case.cu_seqlens is not None else None  # the oracle's, read from the case
@@ -260,27 +277,21 @@ def check_oracle(case: Case) -> Metrics:
 @phase("comparison")
 def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str) -> Metrics:
     """Metrics of the outputs ``got`` of ``inputs`` against the oracle; PropertyFailure naming
-    every output past its bound (``tolerance``, with the rounding sensitivity for bf16/fp16).
+    every output past its bound (``_bound``, with the rounding sensitivity for bf16/fp16).
     Everything stays on the oracle's device up to one read of all the norms."""
     ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None}
-    low = dtype != "float32"
     rows = []
     for name, r in ref.items():
         out = got[name]
         assert out is not None
         rows.append(_norms(out, r))
-    if low:  # each output's own rounding error, then its rounding sensitivity (``tolerance``)
-        moved = nudged_outputs(inputs, dtype)
-        rows += [_norms(r.to(getattr(torch, dtype)), r) for r in ref.values()]
-        rows += [_norms(moved[name], r) for name, r in ref.items()]  # type: ignore[arg-type]
-    ratios = [_ratio(*row) for row in _read(rows)]
+    ratios = [_ratio(*row) for row in _read(rows + _bound_rows(inputs, ref, dtype))]
     n = len(ref)
     metrics: Metrics = {}
     failures = []
-    for i, name in enumerate(ref):
-        err, sensitivity = ratios[i], ratios[2 * n + i] if low else 0.0
-        tol = _bound(dtype, ratios[n + i] if low else 0.0, sensitivity)
-        metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": sensitivity} if low else {})}
+    for err, name, bound in zip(ratios[:n], ref, _bounds(dtype, ratios[n:], n), strict=True):
+        tol = bound["tol"]
+        metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": bound["sensitivity"]} if "sensitivity" in bound else {})}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
     if failures:

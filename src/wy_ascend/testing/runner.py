@@ -44,7 +44,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from ..errors import WyAscendError
 from .case import Case
@@ -261,7 +261,6 @@ class CaseRunner:
         error.__cause__ = RemoteTraceback(tb_text)
         error.case_cpu_seconds, error.case_compiled, error.case_phases = cpu, compiled, phases
         _raise_at(error, origin)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ the child process
 
@@ -462,14 +461,15 @@ def _is_property_failure(error: BaseException) -> bool:
     return isinstance(error, PropertyFailure)
 
 
-def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> None:
+def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> NoReturn:
     """Raise ``error`` from a frame at ``origin`` (the file and line the child raised it at), so
-    that Hypothesis, which tells failures apart by where they were raised, sees the child's place."""
-    if origin is None:
-        raise error
-    filename, lineno = origin
-    code = compile("\n" * (max(lineno, 1) - 1) + "raise __error__", filename, "exec")
-    exec(code, {"__error__": error})  # noqa: S102 - a one-statement raise, compiled above
+    that Hypothesis, which tells failures apart by where they were raised, sees the child's place;
+    from here where the child gave no place."""
+    if origin is not None:
+        filename, lineno = origin
+        code = compile("\n" * (max(lineno, 1) - 1) + "raise __error__", filename, "exec")
+        exec(code, {"__error__": error})  # noqa: S102 - a one-statement raise, compiled above
+    raise error
 
 
 # ---------------------------------------------------------------------- the child

@@ -322,7 +322,7 @@ def _bounds(metrics: Any, prefix: str = "") -> dict[str, dict[str, Any]]:
 def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
     """One line per output whose bound (``tol`` in the metrics) differs between the file's
     recorded failure and ``metrics`` of a replay today, saying why: for the oracle property,
-    which term of ``properties.tolerance`` sets the bound now; else the versions it changed
+    which term of ``properties.error_bounds`` sets the bound now; else the versions it changed
     between. Empty when no bound changed (or the file recorded none)."""
     from .properties import FP32_RTOL
 
@@ -342,14 +342,14 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
         elif dtype == "float32":
             why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}{since}"
         elif isinstance(s_now, (int, float)) and cur["tol"] <= s_now:
-            why = (f"the {dtype} bound now admits the rounding sensitivity {s_now:.3e} (properties.tolerance)"
+            why = (f"the {dtype} bound now admits the rounding sensitivity {s_now:.3e} (properties.error_bounds)"
                    if not was_sensitivity else
                    f"the {dtype} bound is the rounding sensitivity, {s_now:.3e} now and {s_rec:.3e} when recorded "
-                   "(properties.rounding_sensitivity)")
+                   "(properties.error_bounds)")
             why += since
         else:
             why = (f"the {dtype} bound is the rounding term LOW_PRECISION_FACTOR x max(round_err, u/2) "
-                   f"(properties.tolerance){' and no longer the rounding sensitivity' if was_sensitivity else ''}"
+                   f"(properties.error_bounds){' and no longer the rounding sensitivity' if was_sensitivity else ''}"
                    f"{since}")
         lines.append(f"{label}: recorded tol {rec['tol']:.3e}, now {cur['tol']:.3e}: {why}")
     return lines
