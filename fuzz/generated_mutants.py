@@ -848,6 +848,9 @@ class Runner:
             WY_MUTANT_SRC=str(src),
             WY_MUTANT_REPORT=str(tmp / "guard-report.json"),
             WY_GEN_REPORT=str(tmp / "gen-report.json"),
+            # this interpreter's scripts first: a test that runs ``nox --no-venv`` gets a ``python``
+            # that has the packages, as in an activated environment (CI's)
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), *filter(None, [os.environ.get("PATH")])]),
         )
         if backend == "cpu":
             env["TRITON_INTERPRET"] = "1"  # what tests/conftest.py sets before triton is imported

@@ -31,7 +31,9 @@ def fuzz_env(tmp: Path, scale: float) -> dict[str, str]:
     # Not this test run's xdist worker identity, addopts or profile: the child is a run of its own.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WY_ASCEND_"))}
     env.update(WY_ASCEND_FUZZ_SCALE=str(scale), WY_ASCEND_REGRESSIONS=str(tmp / "regressions"),
-               HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"), TRITON_INTERPRET="1")
+               HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"), TRITON_INTERPRET="1",
+               # nox --no-venv runs ``python`` from PATH: this interpreter's, as in an activated environment
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     return env
 
 
