@@ -242,3 +242,24 @@ def test_the_case_timeout_variable_takes_positive_seconds(monkeypatch, value: st
     else:
         with pytest.raises(ValueError, match=f"{TIMEOUT_ENV} {error}, got '{value}'"):
             case_timeout(7.0)
+
+
+@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
+def test_lost_children_leave_no_open_descriptors(tmp_path: Path, fork_server: bool) -> None:
+    """Each child that crashes or runs late is reaped with its pipes closed: a long fuzz run
+    loses many (crashes, timeouts, device errors) and must not run out of descriptors."""
+    def open_fds() -> set[str]:
+        return set(os.listdir("/proc/self/fd"))
+
+    with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=fork_server, backend="cpu") as runner:
+        runner.run("plan_coverage", PLAN_CASE)  # the template (forked) and the log are open from here on
+        before = open_fds()
+        for _ in range(3):
+            os.kill(runner.child.pid, signal.SIGKILL)  # type: ignore[union-attr]
+            with pytest.raises(CaseCrashed):
+                runner.run("plan_coverage", PLAN_CASE)
+            runner.run("plan_coverage", PLAN_CASE)
+        runner._stop()
+        after = open_fds()
+        assert runner.starts == 4 and after <= before  # nothing the three lost children had is still open
+        assert len(before - after) >= 2  # and the last child's two pipe ends are closed too
