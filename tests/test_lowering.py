@@ -23,7 +23,7 @@ pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs tr
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
-from wy_ascend.backends import BACKENDS, LOWP_MIN_TILE, LaunchConfig  # noqa: E402
+from wy_ascend.backends import BACKENDS, LaunchConfig  # noqa: E402
 from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
 
 UB = BACKENDS["npu"].ub_bytes
@@ -81,12 +81,14 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
 
 
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
-    """cuda: its own LOWP_DOT (bf16 I/O, one tile >= LOWP_MIN_TILE per loop) and DOT_GUARD off, time-major beta/g,
-    both launch shapes, every BT (no UB: nothing skipped) and every tile up to the cap."""
+    """cuda: its own LOWP_DOT (bf16 I/O, tiles >= LOWP_MIN_TILE, narrower dims padded to them) and
+    DOT_GUARD off, time-major beta/g, both launch shapes, every BT (no UB: nothing skipped) and
+    every tile from its min_tile up to the cap."""
     cuda = BACKENDS["cuda"]
-    tiles = {t for t in (16, 32, 64, 128, 256) if t <= cuda.tile_cap}
+    tiles = {t for t in (16, 32, 64, 128, 256) if cuda.min_tile <= t <= cuda.tile_cap}
+    assert tiles == {64, 128}
     dims = set(lowering.representative_dims(cuda.tile_cap))
-    assert dims == set(lowering.ODD_DIMS) | tiles
+    assert dims == set(lowering.ODD_DIMS) | {16, 32, 64, 128}
     for kernel in ("fwd", "bwd"):
         ks = [s for s in cuda_specs if s.kernel == kernel]
         assert values(ks, "BT") == set(lowering.BTS)
@@ -100,14 +102,14 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
         assert values(ks, "BK") | values(ks, "BV") == tiles
-    assert all(s.LOWP_DOT == (s.dtype == "bfloat16" and min(s.BK, s.BV) >= LOWP_MIN_TILE and s.K <= s.BK
-                              and s.V <= s.BV) for s in cuda_specs)
-    # both LOWP_DOT values with every other structural combination of bf16
+    # every bf16 specialization takes bf16 dot operands, in one tile loop or several; no other dtype does
+    assert all(s.LOWP_DOT == (s.dtype == "bfloat16") for s in cuda_specs)
+    assert {(s.K > s.BK or s.V > s.BV) for s in cuda_specs if s.LOWP_DOT} == {False, True}
     by_combo: dict[tuple, set[bool]] = defaultdict(set)
     for s in cuda_specs:
         by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].add(s.LOWP_DOT)
     assert len(by_combo) == 2 * 2 * 3 * 2 * (4 + 4)  # flags x dtypes x persistent x (fwd + bwd BTs)
-    assert all(lowp == ({False, True} if combo[-1] == "bfloat16" else {False}) for combo, lowp in by_combo.items())
+    assert all(lowp == {combo[-1] == "bfloat16"} for combo, lowp in by_combo.items())
     assert {s.footprint for s in cuda_specs} == {0} and not any(s.has_ub for s in cuda_specs)
     assert all(s.stages == ("ttir",) and s.label.startswith("cuda ") for s in cuda_specs)
     assert len(cuda_specs) <= 1536  # a frontend + ttir lowering each (~0.1 s): minutes at most
@@ -309,7 +311,8 @@ def test_a_kernel_broken_only_for_the_cuda_flags_fails_the_gate(specs, cuda_spec
     ref = kernel_module(tmp_path, monkeypatch, "cuda_only_broken_kernels", CUDA_ONLY_BROKEN)
     same = dict(kernel="fwd", BT=64, USE_G=False, IS_VARLEN=False, dtype="bfloat16")
     npu = spec_where(specs, GATE_HEAD_MAJOR=False, PERSISTENT=False, **same)
-    lowp, exact = (spec_where(cuda_specs, LOWP_DOT=flag, **same) for flag in (True, False))
+    lowp = spec_where(cuda_specs, LOWP_DOT=True, **same)
+    exact = dataclasses.replace(lowp, LOWP_DOT=False)  # bf16 with exact dots: a tile_cap below 64 launches it
     out = io.StringIO()
     results = {r.spec: r for r in lowering.run([npu, lowp, exact], kernels=ref, out=out)}
     assert results[npu].status == results[exact].status == "PASS", [r.message for r in results.values()]

@@ -1,4 +1,5 @@
-"""Where the cuda backend gives dots bf16 operands (Backend.lowp_dot) and how WY_ASCEND_LOWP widens it."""
+"""Where the cuda backend gives dots bf16 operands (Backend.lowp_dot), how WY_ASCEND_LOWP narrows or widens
+it, and the 64-wide tiles that give every bf16 problem its bf16 dots there."""
 
 from __future__ import annotations
 
@@ -11,23 +12,41 @@ CUDA = BACKENDS["cuda"]
 BF16, FP16 = torch.bfloat16, torch.float16
 
 
-def test_default_is_one_tile_loops_of_64_or_wider(monkeypatch):
+def test_default_is_tiles_of_64_or_wider_in_any_number_of_iterations(monkeypatch):
     monkeypatch.delenv(LOWP_ENV, raising=False)
     assert CUDA.lowp_dot(BF16, 128, 128, 128, 128)
     assert CUDA.lowp_dot(BF16, 64, 100, 64, 128)
-    assert not CUDA.lowp_dot(BF16, 256, 256, 128, 128)  # two-tile loops
-    assert not CUDA.lowp_dot(BF16, 64, 32, 64, 32)  # a 32-wide tile
+    assert CUDA.lowp_dot(BF16, 256, 256, 128, 128) and CUDA.lowp_dot(BF16, 256, 256, 64, 64)  # multi-tile loops
+    assert not CUDA.lowp_dot(BF16, 64, 32, 64, 32)  # a 32-wide tile (a tile_cap of 32 asks for one)
     assert not CUDA.lowp_dot(FP16, 64, 64, 64, 64)
     assert not BACKENDS["npu-cuda"].lowp_dot(BF16, 64, 64, 64, 64)
 
 
-def test_multi_tile_and_all(monkeypatch):
-    monkeypatch.setenv(LOWP_ENV, "multi-tile")
-    assert CUDA.lowp_dot(BF16, 256, 256, 128, 128) and CUDA.lowp_dot(BF16, 256, 256, 64, 64)
+def test_one_tile_and_all(monkeypatch):
+    monkeypatch.setenv(LOWP_ENV, "one-tile")
+    assert CUDA.lowp_dot(BF16, 128, 128, 128, 128) and not CUDA.lowp_dot(BF16, 256, 256, 128, 128)
     assert not CUDA.lowp_dot(BF16, 64, 32, 64, 32)
     monkeypatch.setenv(LOWP_ENV, "all")
     assert CUDA.lowp_dot(BF16, 64, 32, 64, 32) and CUDA.lowp_dot(BF16, 80, 16, 64, 16)
     assert not CUDA.lowp_dot(FP16, 64, 32, 64, 32)
+
+
+def test_cuda_pads_narrow_dims_to_64_wide_tiles_so_bf16_gets_its_dots(monkeypatch):
+    """Every K and V on cuda plans tiles of at least LOWP_MIN_TILE (unless tile_cap asks for
+    narrower), so every bf16 problem gets bf16 dot operands by default; the npu backends keep
+    tiles as narrow as the dims."""
+    from wy_ascend.backends import LOWP_MIN_TILE, LaunchConfig
+    from wy_ascend.planning import plan
+
+    monkeypatch.delenv(LOWP_ENV, raising=False)
+    cpu = torch.device("cpu")
+    for K, V in ((16, 16), (32, 48), (64, 32), (48, 80), (192, 16), (256, 256)):
+        p = plan("bwd", NT=1, BH=1, BT=64, K=K, V=V, spec=CUDA.spec(cpu, LaunchConfig(num_cores=1)))
+        assert min(p.BK, p.BV) >= LOWP_MIN_TILE and CUDA.lowp_dot(BF16, K, V, p.BK, p.BV), (K, V, p.BK, p.BV)
+    npu = plan("bwd", NT=1, BH=1, BT=64, K=16, V=32, spec=BACKENDS["npu-cuda"].spec(cpu, LaunchConfig(num_cores=1)))
+    assert (npu.BK, npu.BV) == (16, 32)
+    capped = plan("bwd", NT=1, BH=1, BT=64, K=16, V=16, spec=CUDA.spec(cpu, LaunchConfig(num_cores=1, tile_cap=32)))
+    assert (capped.BK, capped.BV) == (32, 32)  # the cap wins
 
 
 def test_unknown_mode_is_a_clear_error(monkeypatch):

@@ -8,8 +8,8 @@ npu        npu          triton-ascend on an Ascend NPU: persistent core grid of
                         from the 192 KiB UB model, head-major beta/g, fp32 dots.
 cuda       cuda         upstream Triton on NVIDIA: one program per (chunk, head),
                         autotuned warps/stages, bf16 tensor-core dot operands for bf16
-                        where one tile covers K and V (``lowp_dot``; WY_ASCEND_LOWP
-                        widens it), A held in registers (no Ascend reload guard).
+                        (``lowp_dot``; K or V below 64 in 64-wide masked tiles),
+                        A held in registers (no Ascend reload guard).
 cpu        cpu          the Triton interpreter (triton-ascend's when installed, so
                         CPU runs go through the NPU frontend) with the NPU's launch
                         shape: core grid, block limit, head-major beta/g, fp32 dots.
@@ -40,7 +40,7 @@ from typing import TypeVar
 import torch
 
 from .errors import BackendUnavailableError
-from .planning import INT32_MAX, DeviceSpec, LaunchMode
+from .planning import INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
 
 T = TypeVar("T")
 
@@ -50,8 +50,9 @@ ASCEND_UB_BYTES = 192 * 1024  # unified buffer per core on 910B (A2)
 CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
 # The interpreter has no cores; 4 programs make every persistent loop run several tasks.
 CPU_INTERPRETER_CORES = 4
-# Narrowest tile whose dots take bf16 operands on cuda by default, and the switch that
-# widens where they are used (Backend.lowp_dot says why each step is not the default).
+# Narrowest tile whose dots take bf16 operands on cuda by default (narrower K or V are
+# padded to it there: Backend.min_tile), and the switch that narrows or widens where
+# they are used (Backend.lowp_dot says what each mode does and why).
 LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
@@ -121,6 +122,7 @@ class Backend:
     max_blocks: int | None
     ub_bytes: int | None
     tile_cap: int
+    min_tile: int  # the planner pads a narrower K or V to this tile width (DeviceSpec.min_tile)
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
     lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
     dot_guard: bool  # reload A before each dot (Ascend's dot may clobber its left operand)
@@ -142,6 +144,7 @@ class Backend:
             ub_bytes=_given(config.ub_bytes, self.ub_bytes),
             tile_cap=_given(config.tile_cap, self.tile_cap),
             max_tasks=_given(config.max_tasks, INT32_MAX),
+            min_tile=self.min_tile,
         )
 
     def variant(self, config: LaunchConfig) -> tuple[bool, bool, bool]:
@@ -170,24 +173,26 @@ class Backend:
         return raw == "1" if raw else self.interpret
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
-        """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them: ``one-tile``
-        (the default) for tiles >= LOWP_MIN_TILE wide that cover K and V whole (one iteration of
-        each tile loop), ``multi-tile`` for tiles >= LOWP_MIN_TILE in any number of iterations,
-        ``all`` for every width. float16 keeps exact fp32 dots (its range is too narrow for the
-        unscaled intermediates of the backward).
+        """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them:
+        ``multi-tile`` (the default) for tiles >= LOWP_MIN_TILE wide in any number of tile-loop
+        iterations, ``one-tile`` only where such tiles cover K and V whole (the rule before
+        session 7), ``all`` for every width. float16 keeps exact fp32 dots (its range is too
+        narrow for the unscaled intermediates of the backward).
 
-        Measured on an H200 with triton 3.6 (docs/nightly-h200.md session 4). Multi-tile: the
-        wrong dg/dbeta of 64-wide tiles in 2-4 iterations were a triton miscompile of
-        ``k @ trans(k)`` in a pipelined loop (tests/test_triton_bf16_repro.py); the kernel now
-        loads k^T on its own, which matched the one-tile results bit for bit and passed the
-        device tests, but the left operand still shares one pipelined shared-memory buffer with
-        the next iteration's prefetch, and on B4 T8192 H4 K=V=256 (two 128-wide tiles) dg
-        differed from the fp32 dots by 1.6e-2 where 64-wide tiles differed by 4.7e-3: not shown
-        safe, so not the default. Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100%
-        off, BK=BV=32 an out-of-range shared-memory access (tests/test_large.py::NARROW_FINDS)."""
+        Measured on an H200 with triton 3.6 (docs/nightly-h200.md sessions 4 and 7). Multi-tile
+        loops gave wrong dg/dbeta while Triton software-pipelined them: the pipeliner let the
+        next iteration's async copy overwrite the shared buffer of a dot operand that an async
+        ``warp_group_dot`` was still reading (a write-after-read race in Triton's TTGIR; minimal
+        reproducer tests/test_triton_bf16_repro.py). The tile loops are not pipelined since
+        (``num_stages=1``, kernels.py): K=V=256 then passed the oracle (dg at 0.42x its bound, 1.25x
+        pipelined) and ran at 1.7x/1.4x fla-core's time where fp32 dots took 120x/230x.
+        Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off and BK=BV=32 an
+        out-of-range shared-memory access (tests/test_large.py::NARROW_FINDS), cause not found;
+        so ``all`` is for investigation only, and cuda pads a narrow K or V to 64-wide tiles
+        instead (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16."""
         if not (self.lowp_dot_for_bf16 and dtype == torch.bfloat16):
             return False
-        mode = os.environ.get(LOWP_ENV) or "one-tile"
+        mode = os.environ.get(LOWP_ENV) or "multi-tile"
         if mode not in LOWP_MODES:
             raise ValueError(f"{LOWP_ENV} must be one of {LOWP_MODES}, got {mode!r}")
         if mode == "all":
@@ -225,6 +230,7 @@ _NPU_SHAPE = dict(
     max_blocks=ASCEND_MAX_BLOCKS,
     ub_bytes=ASCEND_UB_BYTES,
     tile_cap=128,
+    min_tile=MIN_TILE,
     gate_head_major=True,
     lowp_dot_for_bf16=False,
     dot_guard=True,
@@ -240,10 +246,12 @@ BACKENDS: dict[str, Backend] = {
         max_grid=CUDA_MAX_GRID,
         max_blocks=None,
         ub_bytes=None,
-        # 128: K=V=128 in one tile, so bf16 keeps its bf16 dot operands (lowp_dot: one tile
-        # per loop by default). With WY_ASCEND_LOWP=multi-tile, caps 64 and 128 timed within
-        # 6% of each other on K=V=256 (docs/nightly-h200.md session 4).
+        # 128: K=V=128 in one tile. Caps 64 and 128 timed within 6% of each other on K=V=256
+        # with bf16 operands (docs/nightly-h200.md session 4).
         tile_cap=128,
+        # Narrow K or V in 64-wide masked tiles: bf16 dot operands need them (lowp_dot); fp32
+        # and fp16 I/O pay the padded width in their exact fp32 dots.
+        min_tile=LOWP_MIN_TILE,
         gate_head_major=False,
         lowp_dot_for_bf16=True,
         dot_guard=False,

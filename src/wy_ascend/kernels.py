@@ -35,11 +35,12 @@ Dots accumulate in fp32. Their operands are fp32 with TF32 off (exact IEEE produ
 or, with LOWP_DOT (cuda backend, bfloat16 I/O only), rounded to bf16 like
 flash-linear-attention's kernels: tensor-core speed at an error below the bf16 output
 rounding (measured by emulation at <= 0.61x the test bound, properties.py).
-With LOWP_DOT ``k k^T`` takes a separately loaded k^T as its right operand: triton 3.6
-on an H200 computed ``dot(k, trans(k))`` wrongly in multi-tile loops (software-pipelined,
-next to another dot), the cause of the wrong dg/dbeta (tests/test_triton_bf16_repro.py). It
-is not a proven fix (backends.Backend.lowp_dot), so bf16 operands stay on one-tile loops by
-default.
+The K and V tile loops are not software-pipelined (``num_stages=1``): triton 3.6 pipelines
+a loop of bf16 dots with a write-after-read race on a dot operand's shared buffer (the next
+iteration's copy lands while the async dot still reads it), which gave wrong dg/dbeta on
+an H200 (tests/test_triton_bf16_repro.py, backends.Backend.lowp_dot). With LOWP_DOT
+``k k^T`` also takes a separately loaded k^T as its right operand (the first workaround,
+kept: it gives the transposed operand its own buffers).
 
 Guards for the triton-ascend traps (DESIGN.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
@@ -154,7 +155,7 @@ def _fwd_task(
 
     p_v = v + (row0 * HV + i_h) * V
     p_u = u + (row0 * HV + i_h) * V
-    for i_v in range(NV):
+    for i_v in tl.range(0, NV, num_stages=1):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
@@ -164,7 +165,7 @@ def _fwd_task(
 
     p_k = k + (row0 * H + i_hk) * K
     p_w = w + (row0 * HV + i_h) * K
-    for i_k in range(NK):
+    for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
@@ -217,7 +218,7 @@ def _bwd_task(
     p_k = k + (row0 * H + i_hk) * K
     p_dw = dw + (row0 * HV + i_h) * K  # dw and dk (per value head) share one layout
     p_dk = dk + (row0 * HV + i_h) * K
-    for i_k in range(NK):
+    for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
@@ -243,7 +244,7 @@ def _bwd_task(
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
     p_dv = dv + (row0 * HV + i_h) * V
-    for i_v in range(NV):
+    for i_v in tl.range(0, NV, num_stages=1):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
@@ -269,7 +270,7 @@ def _bwd_task(
     b_dLb = b_dL * b_beta[:, None]
     b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
-    for i_k in range(NK):
+    for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)

@@ -6,7 +6,7 @@ the device. This module enumerates the specializations each backend can launch (
 same planner the ops use) and lowers each ahead of time with triton-ascend's own compiler
 stages (no CANN needed; only the last stage, ``npubin``, needs ``bishengir-compile``): npu
 specializations through the frontend, ``ttir`` and ``ttadapter``; cuda ones (their own flags:
-LOWP_DOT for bf16 I/O with tiles >= 64, DOT_GUARD off, beta/g time-major) through
+LOWP_DOT for bf16 I/O, tiles >= 64, DOT_GUARD off, beta/g time-major) through
 the frontend and ``ttir`` only (``ttadapter`` is Ascend's), which catches the frontend's type
 errors (e.g. a jit helper whose returns differ in type) before a GPU does. It checks each npu
 tile's modeled UB footprint against the capacity (cuda has no UB) and exits non-zero on any
@@ -25,12 +25,12 @@ CPU), and specs that compile the same program (``Spec.specialization``: same til
 classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
-meet in all four ways; on cuda (64, 80) takes LOWP_DOT for bf16 with one tile per loop), and one
-more has SQUARE (the headline K = V = 128: both tiles full, LOWP_DOT on cuda), (H, HV) the
+meet in all four ways), and one
+more has SQUARE (the headline K = V = 128: both tiles full), (H, HV) the
 (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3]
 and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
-So every K and V value (hence every tile BK/BV the planner picks, and on cuda both LOWP_DOT
-values for bf16) appears with every structural combination, and every head ratio, gate dtype and
+So every K and V value (hence every tile BK/BV the planner picks; on cuda 64 and 128, bf16 with
+LOWP_DOT in one and in several tile iterations) appears with every structural combination, and every head ratio, gate dtype and
 index dtype with every combination of the other structural axes. BT values whose tiles the npu
 UB model cannot fit are reported as skipped.
 

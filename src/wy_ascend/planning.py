@@ -49,7 +49,8 @@ class DeviceSpec:
     ``max_grid`` bounds each grid axis (chunk axis, batch-head axis); ``max_blocks``
     bounds the product of a launch's grid (None: no product limit); ``num_cores`` is
     the persistent core-grid size; ``ub_bytes`` the per-core unified buffer used for
-    tile sizing (None: no UB, tiles capped by ``tile_cap`` only).
+    tile sizing (None: no UB, tiles capped by ``tile_cap`` only); ``min_tile`` the
+    narrowest tile a narrower K or V is padded to (masked), below ``tile_cap``.
     """
 
     name: str
@@ -60,6 +61,7 @@ class DeviceSpec:
     ub_bytes: int | None
     tile_cap: int = 128
     max_tasks: int = INT32_MAX
+    min_tile: int = MIN_TILE
 
     def __post_init__(self) -> None:
         if self.mode not in ("grid", "persistent"):
@@ -75,8 +77,9 @@ class DeviceSpec:
             _require_positive("max_blocks", self.max_blocks)
         if self.ub_bytes is not None:
             _require_positive("ub_bytes", self.ub_bytes)
-        if self.tile_cap < MIN_TILE or self.tile_cap & (self.tile_cap - 1):
-            raise ValueError(f"tile_cap must be a power of two >= {MIN_TILE}, got {self.tile_cap}")
+        for label, tile in (("tile_cap", self.tile_cap), ("min_tile", self.min_tile)):
+            if tile < MIN_TILE or tile & (tile - 1):
+                raise ValueError(f"{label} must be a power of two >= {MIN_TILE}, got {tile}")
 
 
 @dataclass(frozen=True)
@@ -193,14 +196,16 @@ def program_tasks(launch: Launch, mode: LaunchMode, program: tuple[int, ...]) ->
     ]
 
 
-def ub_tile(BT: int, dim: int, kernel: str, ub_bytes: int | None, tile_cap: int) -> int | None:
+def ub_tile(BT: int, dim: int, kernel: str, ub_bytes: int | None, tile_cap: int,
+            min_tile: int = MIN_TILE) -> int | None:
     """Widest power-of-two tile over a K or V axis of size ``dim`` for ``kernel``.
 
-    The tile is capped by ``next_power_of_2(dim)`` and ``tile_cap``; with a UB it must
-    also satisfy the UB model: (mats * BT * BT + tile_mult * BT * tile) * 4 bytes
-    <= ub_bytes * UB_SAFETY_MARGIN. Returns None when not even MIN_TILE fits.
+    The tile is ``next_power_of_2(dim)``, at least ``min_tile`` and at most ``tile_cap``
+    (the cap wins); with a UB it must also satisfy the UB model: (mats * BT * BT +
+    tile_mult * BT * tile) * 4 bytes <= ub_bytes * UB_SAFETY_MARGIN. Returns None when
+    not even MIN_TILE fits.
     """
-    tile = max(MIN_TILE, min(next_power_of_2(dim), tile_cap))
+    tile = max(MIN_TILE, min(max(next_power_of_2(dim), min_tile), tile_cap))
     if ub_bytes is None:
         return tile
     while tile >= MIN_TILE:
@@ -222,8 +227,8 @@ def plan(kernel: str, *, NT: int, BH: int, BT: int, K: int, V: int, spec: Device
     (memoized: plans are immutable and an op is called with few distinct shapes)."""
     if kernel not in UB_MODEL:
         raise ValueError(f"kernel must be one of {sorted(UB_MODEL)}, got {kernel!r}")
-    BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.tile_cap)
-    BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.tile_cap)
+    BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.tile_cap, spec.min_tile)
+    BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.tile_cap, spec.min_tile)
     if BK is None or BV is None:
         need = ub_footprint(kernel, BT, MIN_TILE)
         raise UnsupportedProblemError(

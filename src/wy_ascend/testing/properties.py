@@ -89,11 +89,12 @@ def ub_need(kernel: str, BT: int, tile: int) -> int:
     return 4 * (mats * BT * BT + tiles * BT * tile)
 
 
-def widest_tile(kernel: str, BT: int, dim: int, tile_cap: int, ub_bytes: int | None) -> int:
+def widest_tile(kernel: str, BT: int, dim: int, tile_cap: int, ub_bytes: int | None, min_tile: int = MIN_TILE) -> int:
     """The widest power-of-two tile, at least MIN_TILE, over a K or V axis of ``dim`` that the
     UB model fits (``ub_need`` within the margin), capped by ``tile_cap`` and by ``dim`` rounded up
-    to a power of two: what the planner must pick (a narrower tile is only slower)."""
-    top = max(MIN_TILE, min(tile_cap, 1 << max(0, dim - 1).bit_length()))
+    to a power of two or ``min_tile`` if that is wider (a device's padded width): what the planner
+    must pick (a narrower tile is only slower)."""
+    top = max(MIN_TILE, min(tile_cap, max(min_tile, 1 << max(0, dim - 1).bit_length())))
     tiles = [t for t in (MIN_TILE << n for n in range(8)) if t <= top]
     return max((t for t in tiles if ub_bytes is None or ub_need(kernel, BT, t) <= ub_bytes * UB_SAFETY_MARGIN),
                default=MIN_TILE)
@@ -422,7 +423,7 @@ def check_plan_coverage(case: Case) -> Metrics:
             raise PropertyFailure(f"{kernel}: the planner planned BT={case.BT} on {spec.name} although even "
                                   f"{MIN_TILE}-wide tiles overflow its UB of {spec.ub_bytes} bytes")
         for dim, tile in (("K", p.BK), ("V", p.BV)):
-            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.tile_cap, spec.ub_bytes)
+            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.tile_cap, spec.ub_bytes, spec.min_tile)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
                                       f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.tile_cap})")
