@@ -1,11 +1,14 @@
 """Side-by-side timing of wy_ascend against fla-core's CUDA kernels on the named shapes.
 
     python benchmarks/compare_peer.py [--backend cuda] [--json out.json] [--shapes NAME ...] [--tile-cap N]
+    python benchmarks/compare_peer.py --grid [--json grid.json]     # issue 13's shape grid (shapes.GRID)
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median), reports
 bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio to fla.
 Both backwards return dk per key head (fla sums its per-value-head dk over each group
-inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same.
+inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same. Each row also
+has ``first_s``: the first call's wall seconds (compile, and autotuning where it is on).
+Rows are written to ``--json`` after every shape, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import platform
 import sys
+import time
 
 import torch
 
 import wy_ascend
-from benchmarks.shapes import H200_HBM_PEAK, SHAPES
+from benchmarks.shapes import GRID, H200_HBM_PEAK, SHAPES
 
 
 def _version(dist: str) -> str:
@@ -46,14 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
+    ap.add_argument("--shapes", nargs="*", default=None, help="names from shapes.SHAPES (or shapes.GRID with --grid)")
+    ap.add_argument("--grid", action="store_true", help="the shapes of shapes.GRID instead of shapes.SHAPES")
+    ap.add_argument("--rep", type=int, default=200, help="do_bench repetition ms (warm-up: a quarter of it)")
     ap.add_argument("--tile-cap", type=int, default=None, help="LaunchConfig.tile_cap (default: the backend's)")
     args = ap.parse_args(argv)
     config = wy_ascend.LaunchConfig(tile_cap=args.tile_cap)
     peer = _peer()
-    rows = []
-    for name in args.shapes:
-        shape = SHAPES[name]
+    table = GRID if args.grid else SHAPES
+    unknown = [n for n in args.shapes or [] if n not in table]
+    if unknown:
+        ap.error(f"unknown shapes {unknown}; known: {sorted(table)}")
+    rows: list[dict] = []
+    for name in args.shapes or list(table):
+        shape = table[name]
         x = shape.inputs("cuda")
         fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
         bwd_args = (x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], x["g"], x["cu_seqlens"])
@@ -66,11 +77,17 @@ def main(argv: list[str] | None = None) -> int:
                                 functools.partial(peer.prepare_wy_repr_bwd, *bwd_args))
         for prov, (f, b) in providers.items():
             for op, fn, nbytes in (("fwd", f, shape.bytes_fwd()), ("bwd", b, shape.bytes_bwd())):
-                ms = triton.testing.do_bench(fn, warmup=50, rep=200)
+                start = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                first_s = time.perf_counter() - start
+                ms = triton.testing.do_bench(fn, warmup=args.rep // 4, rep=args.rep)
                 rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
-                                 hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK))
+                                 hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, first_s=first_s))
         del x
         torch.cuda.empty_cache()
+        if args.json:
+            _write(args.json, rows)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
     print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'ours/fla':>8s}")
     for r in rows:
@@ -80,15 +97,20 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{r['ms'] / ref[0]['ms']:.2f}" if ref else ""
         print(f"{r['shape']:34s} {r['op']:4s} {r['provider']:10s} {r['ms']:8.3f} {r['GBps']:8.0f} "
               f"{100 * r['hbm_frac']:5.1f}% {ratio:>8s}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            import triton
-
-            versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
-                            fla=_version("fla-core"))
-            json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
-                           command=" ".join(["python", *sys.argv]), rows=rows), fh, indent=1)
     return 0
+
+
+def _write(path: str, rows: list[dict]) -> None:
+    """The rows so far with the device, versions and command (replaced atomically)."""
+    import triton
+
+    versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
+                    fla=_version("fla-core"))
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
+                       command=" ".join(["python", *sys.argv]), rows=rows), fh, indent=1)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -79,3 +79,18 @@ SHAPES = {
         Shape("wide_B4_T8192_H16_K256", B=4, T=8192, H=16, HV=16, K=256, V=256),
     )
 }
+
+
+# Issue 13's no-cliff grid: every K and V width (and K != V), head ratios 1 and 4 (2 on two
+# widths), a fixed batch at large T and a packed batch of short sequences. bf16 with gate.
+GRID_DIMS = [(d, d) for d in (16, 32, 48, 64, 80, 128, 192, 256)] + [
+    (128, 256), (256, 128), (64, 32), (48, 80), (192, 48), (16, 256)]
+GRID = {
+    s.name: s
+    for s in (
+        *(Shape(f"fixed_B4_T4096_H4_K{k}_V{v}", B=4, T=4096, H=4, HV=4, K=k, V=v) for k, v in GRID_DIMS),
+        *(Shape(f"varlen_T2048_N8_H2_HV8_K{k}_V{v}", B=1, T=2048, H=2, HV=8, K=k, V=v, n_seqs=8) for k, v in GRID_DIMS),
+        *(Shape(f"grouped_B2_T2048_H4_HV8_K{d}", B=2, T=2048, H=4, HV=8, K=d, V=d) for d in (64, 128)),
+    )
+}
+GRID_RATIO = 1.5  # ours <= 1.5x fla-core's time on every grid shape (issue 13)

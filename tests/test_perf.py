@@ -91,10 +91,21 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
     k, v, beta, A, g, dw, du, cu = inputs = case.build_inputs()
     monkeypatch.setattr(perf, "device_limits", lambda device: (1e6, 1e-3))
     monkeypatch.setattr(perf, "peer_ops", lambda: None)
+    poisoned: list[bool] = []  # what the timed calls pay: the op only, no NaN fill of its outputs first
+
+    def spy(op):
+        def call(*args, **kwargs):
+            poisoned.append(kwargs["config"].poison_outputs)
+            return op(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(perf, "recompute_w_u_fwd", spy(recompute_w_u_fwd))
+    monkeypatch.setattr(perf, "prepare_wy_repr_bwd", spy(prepare_wy_repr_bwd))
     ran.clear()
     metrics = perf.measure(case, inputs, timer=once)
     assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == 0.5
     fwd, bwd = ran
+    assert poisoned and not any(poisoned)
     want_fwd = recompute_w_u_fwd(k, v, beta, A, g, cu, backend="cpu")
     want_bwd = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend="cpu")
     for got, want in ((fwd, want_fwd), (bwd, want_bwd)):

@@ -171,8 +171,9 @@ class Case:
         return [b - a for a, b in zip(self.cu_seqlens[:-1], self.cu_seqlens[1:])]
 
     def config(self, **extra: Any) -> LaunchConfig:
-        """The case's launch knobs, with NaN-poisoned outputs (an unwritten element cannot pass)."""
-        return LaunchConfig(poison_outputs=True, **{**self.knobs, **extra})
+        """The case's launch knobs, with NaN-poisoned outputs (an unwritten element cannot pass)
+        unless ``extra`` says otherwise."""
+        return LaunchConfig(**{"poison_outputs": True, **self.knobs, **extra})
 
     def specializations(self) -> dict[str, Specialization]:
         """The compiled kernel each op of this case launches ({"fwd": ..., "bwd": ...}), by the
