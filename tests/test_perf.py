@@ -48,6 +48,7 @@ def test_a_time_past_either_limit_fails_naming_the_op_and_the_limit(rows, words)
         assert word in str(info.value)
 
 
+@pytest.mark.cpu_backend
 def test_the_property_refuses_the_cpu_backend() -> None:
     from wy_ascend.testing.properties import PropertyFailure, run_property
 
