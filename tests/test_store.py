@@ -143,6 +143,16 @@ def test_iter_store(tmp_path: Path) -> None:
     for name in ("b.json", "a.json", ".a.json.x.tmp", "README.md", ".hidden.json"):
         (tmp_path / name).write_text("{}")
     assert [p.name for p in iter_store(tmp_path)] == ["a.json", "b.json"]
+    assert iter_store(str(tmp_path)) == iter_store(tmp_path)  # a path given as text
+
+
+def test_iter_store_defaults_to_the_store_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(store.STORE_ENV, str(tmp_path))
+    (tmp_path / "a.json").write_text("{}")
+    assert iter_store() == [tmp_path / "a.json"]
+    monkeypatch.delenv(store.STORE_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert iter_store() == []  # ./regressions, absent here
 
 
 def test_default_directory_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""The varlen index cache never serves a stale layout."""
+"""The varlen index cache never serves a stale layout, and serves a repeated one without reading
+cu_seqlens again (the read is a device-to-host sync per call on a device)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,18 @@ def test_equal_but_distinct_tensor_is_checked_on_its_own():
     bad = torch.tensor([0, 50, 40])
     with pytest.raises(ValueError, match="non-decreasing"):
         validate(x.k, x.v, x.beta, x.A, cu_seqlens=bad)
+
+
+def test_the_same_unchanged_tensor_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wy_ascend import validation
+
+    x = Case(cu_seqlens=(0, 5, 40), BT=16).build_inputs()
+    cu = x.cu_seqlens.clone()
+    reads: list[object] = []
+    check = validation._check_cu_seqlens
+    monkeypatch.setattr(validation, "_check_cu_seqlens", lambda *a: reads.append(a) or check(*a))
+    first = validate(x.k, x.v, x.beta, x.A, cu_seqlens=cu)
+    again = validate(x.k, x.v, x.beta, x.A, cu_seqlens=cu)
+    assert len(reads) == 1 and again.chunk_indices is first.chunk_indices
+    validate(x.k, x.v, x.beta, x.A, cu_seqlens=cu.clone())  # an equal but distinct tensor is read
+    assert len(reads) == 2
