@@ -1238,7 +1238,15 @@ def recheck_mutants(report: Path, sources: dict[str, str],
     those that no longer apply, with the reason."""
     argued = {e.get("id") for e in equivalent} | {e.get("key") for e in equivalent}
     mutants, gone = [], []
-    for r in json.loads(report.read_text())["results"]:
+    fields = ("id", "key", "file", "line", "col", "operator", "description", "diff", "verdict")
+    try:
+        results = json.loads(report.read_text())["results"]
+        missing = sorted({f for r in results for f in fields if f not in r})
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--recheck: {report} is not a generated-mutant report ({type(e).__name__}: {e})") from e
+    if missing:
+        raise ValueError(f"--recheck: {report} is not a generated-mutant report (results without {missing})")
+    for r in results:
         if r["verdict"] != "survived" or r["id"] in argued or r["key"] in argued:
             continue
         m = reapply(r, sources)
@@ -1280,7 +1288,11 @@ def main(argv: list[str] | None = None) -> int:
         all_sites = find_sites(sources)
         sites = [s for s in all_sites if s.operator in operators and (not args.files or s.file in args.files)]
         if args.recheck:
-            mutants, broken = recheck_mutants(args.recheck, sources, load_equivalent(args.equivalent))
+            try:
+                mutants, broken = recheck_mutants(args.recheck, sources, load_equivalent(args.equivalent))
+            except ValueError as e:
+                print(e, file=sys.stderr)
+                return 2
             picked = [m.site for m in mutants]
         else:
             picked = sample(sites, args.generated, args.seed, uniform=args.uniform, min_per_file=args.min_per_file)
@@ -1293,10 +1305,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             mutants = [m for m in mutants if m.id in args.only]
         per_file = Counter(s.file for s in sites)
-        print(f"generated mutants: {len(sites)} sites in {len(per_file)} files of src/{PACKAGE_NAME}; sampled "
-              f"{len(picked)} (seed {args.seed}): " + ", ".join(f"{f} {n}" for f, n in
-                                                               sorted(Counter(m.site.file for m in mutants).items())),
-              flush=True)
+        chosen = f"rechecking {len(picked)} survivors of {args.recheck}" if args.recheck else \
+            f"sampled {len(picked)} (seed {args.seed})"
+        print(f"generated mutants: {len(sites)} sites in {len(per_file)} files of src/{PACKAGE_NAME}; {chosen}: "
+              + ", ".join(f"{f} {n}" for f, n in sorted(Counter(m.site.file for m in mutants).items())), flush=True)
         for s, why in broken:
             print(f"  could not build {s.id}: {why}", file=sys.stderr)
         if args.dry_run:

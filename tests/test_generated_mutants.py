@@ -200,6 +200,14 @@ def test_recheck_makes_a_reports_survivors_again_on_the_current_source(sources: 
     assert [(s.id, why) for s, why in not_built] == [(gone.id, f"its lines occur 0 times in {gone.site.file} now")]
 
 
+@pytest.mark.parametrize("text", ["not json", '{"runs": []}', '{"results": [{"id": "a.py:1:0:binop"}]}'])
+def test_recheck_of_a_file_that_is_no_report_is_a_clear_error(tmp_path: Path, text: str, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    assert hand.main(["--recheck", str(bad), "--worktree", "--dry-run", "--report", str(tmp_path / "r.json")]) == 2
+    assert f"--recheck: {bad} is not a generated-mutant report" in capsys.readouterr().err
+
+
 def test_mutants_py_delegates_generated(capsys: pytest.CaptureFixture[str]) -> None:
     assert hand.main(["--generated", "3", "--seed", "1", "--dry-run", "--worktree"]) == 0
     out = capsys.readouterr().out
