@@ -25,13 +25,12 @@ CPU), and specs that compile the same program (``Spec.specialization``: same til
 classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
-meet in all four ways), and one
-more has SQUARE (the headline K = V = 128: both tiles full), (H, HV) the
-(i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, gate dtype FLOAT_DTYPES[i mod 3]
-and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
+meet in all four ways), and one more has SQUARE (the headline K = V = 128: both tiles full),
+(H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, gate dtype
+FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
 So every K and V value (hence every tile BK/BV the planner picks; on cuda 64 and 128, bf16 with
-LOWP_DOT in one and in several tile iterations) appears with every structural combination, and every head ratio, gate dtype and
-index dtype with every combination of the other structural axes. BT values whose tiles the npu
+LOWP_DOT in one and in several tile iterations) appears with every structural combination, and
+every head ratio, gate dtype and index dtype with every combination of the other structural axes. BT values whose tiles the npu
 UB model cannot fit are reported as skipped.
 
 Lowering runs in spawned worker processes (``--jobs``), which also keeps a compiler crash from

@@ -9,8 +9,9 @@ For each op (forward, backward) of a case on a device backend:
   once, in its own dtype (``compulsory_bytes``): no kernel moves less.
 * ``copy_bandwidth``: a device-to-device copy of ``COPY_BYTES`` (bytes read + written over its
   time), measured once per process: what the memory system gives a pure streaming kernel here.
-* ``launch_floor``: the time of a one-program Triton launch that stores one word, measured once per process: a small
-  problem cannot take less than one launch (each op here is one launch on cuda).
+* ``launch_floor``: the time of a one-program Triton launch that stores one word, measured once
+  per process: a small problem cannot take less than one launch (each op here is one launch on
+  cuda).
 * Times are ``triton.testing.do_bench`` medians (device-synchronized, after warm-up).
 
 Factors. flash-linear-attention's kernels, the peer, reach ~79% of HBM bandwidth forward and

@@ -292,7 +292,7 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
     failures = []
     for err, name, bound in zip(ratios[:n], ref, _bounds(dtype, ratios[n:], n), strict=True):
         tol = bound["tol"]
-        metrics[name] = {"rel_rms": err, "tol": tol, **({"sensitivity": bound["sensitivity"]} if "sensitivity" in bound else {})}
+        metrics[name] = {"rel_rms": err, "tol": tol, **{k: v for k, v in bound.items() if k == "sensitivity"}}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
     if failures:
@@ -426,7 +426,8 @@ def check_plan_coverage(case: Case) -> Metrics:
             widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.tile_cap, spec.ub_bytes, spec.min_tile)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
-                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.tile_cap})")
+                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.tile_cap}, "
+                                      f"min {spec.min_tile})")
         if spec.ub_bytes is not None:
             footprint = ub_need(kernel, case.BT, max(p.BK, p.BV))
             if footprint > spec.ub_bytes * UB_SAFETY_MARGIN:
