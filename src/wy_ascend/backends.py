@@ -122,6 +122,7 @@ class Backend:
     max_blocks: int | None
     ub_bytes: int | None
     tile_cap: int
+    bwd_tile_cap: int | None  # the backward's own cap where it differs (DeviceSpec.cap)
     min_tile: int  # the planner pads a narrower K or V to this tile width (DeviceSpec.min_tile)
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
     lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
@@ -143,6 +144,8 @@ class Backend:
             num_cores=config.num_cores if config.num_cores is not None else self.num_cores(device),
             ub_bytes=_given(config.ub_bytes, self.ub_bytes),
             tile_cap=_given(config.tile_cap, self.tile_cap),
+            # an explicit config.tile_cap caps both ops
+            bwd_tile_cap=self.bwd_tile_cap if config.tile_cap is None else None,
             max_tasks=_given(config.max_tasks, INT32_MAX),
             min_tile=self.min_tile,
         )
@@ -230,6 +233,7 @@ _NPU_SHAPE = dict(
     max_blocks=ASCEND_MAX_BLOCKS,
     ub_bytes=ASCEND_UB_BYTES,
     tile_cap=128,
+    bwd_tile_cap=None,
     min_tile=MIN_TILE,
     gate_head_major=True,
     lowp_dot_for_bf16=False,
@@ -246,9 +250,12 @@ BACKENDS: dict[str, Backend] = {
         max_grid=CUDA_MAX_GRID,
         max_blocks=None,
         ub_bytes=None,
-        # 128: K=V=128 in one tile. Caps 64 and 128 timed within 6% of each other on K=V=256
-        # with bf16 operands (docs/nightly-h200.md session 4).
+        # The forward in tiles up to 128 wide (K=V=128 in one tile), the backward up to 64: with
+        # unpipelined tile loops the backward's 64-wide tiles ran 1.2-1.4x faster than 128-wide
+        # ones (K=V=80..256, 23% on B8 T4096 H16 K=V=128) and the forward's 7-10% slower on an
+        # H200 (docs/nightly-h200.md session 8).
         tile_cap=128,
+        bwd_tile_cap=LOWP_MIN_TILE,
         # Narrow K or V in 64-wide masked tiles: bf16 dot operands need them (lowp_dot); fp32
         # and fp16 I/O pay the padded width in their exact fp32 dots.
         min_tile=LOWP_MIN_TILE,

@@ -118,13 +118,22 @@ def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr):
 
 
 @triton.jit
-def _A_for_dot(held, ptr, mask, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+def _load_A(ptr, m_rows, m_cols, LOWP_DOT: tl.constexpr):
+    """An A (or A^T) tile: loaded under the mask of A's token rows only, then its columns past
+    the chunk's end zeroed in registers. A row holds all BT columns, so the load stays in
+    bounds; a mask that varied along the contiguous columns would cost the vector loads."""
+    x = _load_operand(ptr, m_rows, LOWP_DOT)
+    return tl.where(m_cols, x, 0.0).to(x.dtype)
+
+
+@triton.jit
+def _A_for_dot(held, ptr, m_rows, m_cols, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
     """The A (or A^T) tile for a dot inside a tile loop, where it is a left operand once per
     iteration: reloaded right before the dot with DOT_GUARD (Ascend's dot may clobber it),
     else the tile loaded once per task (``held``)."""
     b = held
     if DOT_GUARD:
-        b = _load_operand(ptr, mask, LOWP_DOT)
+        b = _load_A(ptr, m_rows, m_cols, LOWP_DOT)
     return b
 
 
@@ -144,8 +153,8 @@ def _fwd_task(
     o_t = tl.arange(0, BT)
     m_t = o_t < n
     p_A = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
-    m_A = m_t[:, None] & m_t[None, :]
-    b_A = _load_operand(p_A, m_A, LOWP_DOT)  # with DOT_GUARD never a dot operand itself (dead code)
+    m_Ar, m_Ac = m_t[:, None], m_t[None, :]  # A's token rows (strided), its columns (contiguous)
+    b_A = _load_A(p_A, m_Ar, m_Ac, LOWP_DOT)  # with DOT_GUARD never a dot operand itself (dead code)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -160,7 +169,7 @@ def _fwd_task(
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
-        b_u = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_v * b_beta[:, None], LOWP_DOT)
+        b_u = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_v * b_beta[:, None], LOWP_DOT)
         tl.store(p_u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
 
     p_k = k + (row0 * H + i_hk) * K
@@ -169,7 +178,7 @@ def _fwd_task(
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
-        b_w = _mm(_A_for_dot(b_A, p_A, m_A, LOWP_DOT, DOT_GUARD), b_k * b_kscale[:, None], LOWP_DOT)
+        b_w = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_k * b_kscale[:, None], LOWP_DOT)
         tl.store(p_w + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
 
 
@@ -198,10 +207,11 @@ def _bwd_task(
     m_t = o_t < n
     # A^T read directly through transposed addresses: b_At[i, j] = A[j, i].
     p_At = A + (row0 * HV + i_h) * BT + o_t[None, :] * (HV * BT) + o_t[:, None]
+    m_Ar, m_Ac = m_t[None, :], m_t[:, None]  # A's token rows (strided here), its columns
     m_A = m_t[:, None] & m_t[None, :]
     # The loops take reloads of it with DOT_GUARD; the dA and dM dots take this tile: dA as the
     # right operand (never clobbered), dM as the left one at its last use.
-    b_At = _load_operand(p_At, m_A, LOWP_DOT)
+    b_At = _load_A(p_At, m_Ar, m_Ac, LOWP_DOT)
     o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
@@ -224,7 +234,7 @@ def _bwd_task(
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
         b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT)
         b_kb = b_k * b_kscale[:, None]
-        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         if USE_G:
             b_db += tl.sum(b_dkb * b_k, 1) * b_eg
             b_dg += tl.sum(b_dkb * b_kb, 1)
@@ -250,7 +260,7 @@ def _bwd_task(
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
         b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT)
-        b_dvb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
+        b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
         b_db += tl.sum(b_dvb * b_v, 1)
         tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
         b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
@@ -276,7 +286,7 @@ def _bwd_task(
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT)
-        b_dkb = _mm(_A_for_dot(b_At, p_At, m_A, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         b_Si = b_S
         if DOT_GUARD:
             b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand

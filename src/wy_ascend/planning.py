@@ -50,7 +50,8 @@ class DeviceSpec:
     bounds the product of a launch's grid (None: no product limit); ``num_cores`` is
     the persistent core-grid size; ``ub_bytes`` the per-core unified buffer used for
     tile sizing (None: no UB, tiles capped by ``tile_cap`` only); ``min_tile`` the
-    narrowest tile a narrower K or V is padded to (masked), below ``tile_cap``.
+    narrowest tile a narrower K or V is padded to (masked), below ``tile_cap``;
+    ``bwd_tile_cap`` the backward's own cap where it differs (None: ``tile_cap``, see ``cap``).
     """
 
     name: str
@@ -62,6 +63,11 @@ class DeviceSpec:
     tile_cap: int = 128
     max_tasks: int = INT32_MAX
     min_tile: int = MIN_TILE
+    bwd_tile_cap: int | None = None
+
+    def cap(self, kernel: str) -> int:
+        """The widest tile ``kernel`` ("fwd"/"bwd") may plan."""
+        return self.bwd_tile_cap if kernel == "bwd" and self.bwd_tile_cap is not None else self.tile_cap
 
     def __post_init__(self) -> None:
         if self.mode not in ("grid", "persistent"):
@@ -77,7 +83,8 @@ class DeviceSpec:
             _require_positive("max_blocks", self.max_blocks)
         if self.ub_bytes is not None:
             _require_positive("ub_bytes", self.ub_bytes)
-        for label, tile in (("tile_cap", self.tile_cap), ("min_tile", self.min_tile)):
+        for label, tile in (("tile_cap", self.tile_cap), ("min_tile", self.min_tile),
+                            ("bwd_tile_cap", self.cap("bwd"))):
             if tile < MIN_TILE or tile & (tile - 1):
                 raise ValueError(f"{label} must be a power of two >= {MIN_TILE}, got {tile}")
 
@@ -227,8 +234,8 @@ def plan(kernel: str, *, NT: int, BH: int, BT: int, K: int, V: int, spec: Device
     (memoized: plans are immutable and an op is called with few distinct shapes)."""
     if kernel not in UB_MODEL:
         raise ValueError(f"kernel must be one of {sorted(UB_MODEL)}, got {kernel!r}")
-    BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.tile_cap, spec.min_tile)
-    BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.tile_cap, spec.min_tile)
+    BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
+    BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
     if BK is None or BV is None:
         need = ub_footprint(kernel, BT, MIN_TILE)
         raise UnsupportedProblemError(

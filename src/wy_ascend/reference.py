@@ -124,6 +124,14 @@ def _gather(x: torch.Tensor, lay: _Layout) -> torch.Tensor:
     return flat[lay.idx]
 
 
+def _gather_A(A: torch.Tensor, lay: _Layout) -> torch.Tensor:
+    """``A [B, T, HV, BT]`` -> ``[C, HV, BT, BT]`` float64 with the columns past each chunk's end
+    set to 0 whatever they hold: they meet no token, so the ops must never read them (the fuzz
+    cases fill them with NaN, testing.case)."""
+    Ac = _gather(A, lay)
+    return _heads_first(torch.where(lay.valid[:, None, None, :], Ac, 0.0))
+
+
 def _scatter(xc: torch.Tensor, lay: _Layout, B: int, T: int) -> torch.Tensor:
     """``[C, BT, *rest]`` -> ``[B, T, *rest]``, dropping pad rows; tokens in no chunk get 0."""
     rest = xc.shape[2:]
@@ -266,14 +274,15 @@ def wy_fwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(w [B,T,HV,K], u [B,T,HV,V])`` float64 from the GIVEN ``A`` (chunk size ``A.shape[-1]``):
     ``w = A @ (k*beta*exp2(g))``, ``u = A @ (v*beta)`` per chunk, the whole ``BT x BT`` block of
-    ``A`` used as given (columns past a partial chunk meet zero rows). Differentiable."""
+    ``A`` used as given except its columns past a partial chunk's end, which meet no token and count as 0
+    whatever they hold. Differentiable."""
     G = _check_heads(k, v, beta, g)
     B, T = k.shape[:2]
     if A.dim() != 4 or A.shape[:3] != beta.shape:
         raise ValueError(f"A must be [B,T,HV,BT] with [B,T,HV]={tuple(beta.shape)}, got shape {tuple(A.shape)}")
     lay = _chunk_layout(cu_seqlens, B, T, A.shape[-1], k.device)
     ch = _to_chunks(lay, G, k, v, beta, g)
-    wc, uc = _wu_chunks(ch, _heads_first(_gather(A, lay)))
+    wc, uc = _wu_chunks(ch, _gather_A(A, lay))
     return _scatter(_heads_last(wc), lay, B, T), _scatter(_heads_last(uc), lay, B, T)
 
 
@@ -336,7 +345,7 @@ def wy_bwd_given_A(
     lay = _chunk_layout(cu_seqlens, B, T, BT, k.device)
     with torch.no_grad():
         ch = _to_chunks(lay, G, k, v, beta, g)
-        Ac = _heads_first(_gather(A, lay))
+        Ac = _gather_A(A, lay)
         dwc, duc = (_heads_first(_gather(x, lay)) for x in (dw, du))
         kc, vc, bc = ch.k, ch.v, ch.beta
         assert vc is not None

@@ -301,6 +301,9 @@ class Case:
         rk, rb = k.to(dt).to(f64), beta.to(dt).to(f64)
         rg = g.to(dt).to(f64) if g is not None else None
         A = build_A(rk, rb, rg, host_cu, chunk_size=self.BT, dtype=f64)
+        # A's columns past a partial chunk's end meet no token: NaN there, so an op that reads them shows.
+        dead = torch.arange(self.BT, device=work)[None, :] >= length[:, None]
+        A.view(B * T, HV, self.BT).masked_fill_(dead[:, None, :].to(A.device), float("nan"))
         k, v, beta, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, beta, A, dw, du))
         return Inputs(k, v, beta, A, g.to(dtype=dt, device=dev) if g is not None else None, dw, du,
                       cu.to(dev) if host_cu is not None else None)

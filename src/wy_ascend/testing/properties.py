@@ -423,10 +423,10 @@ def check_plan_coverage(case: Case) -> Metrics:
             raise PropertyFailure(f"{kernel}: the planner planned BT={case.BT} on {spec.name} although even "
                                   f"{MIN_TILE}-wide tiles overflow its UB of {spec.ub_bytes} bytes")
         for dim, tile in (("K", p.BK), ("V", p.BV)):
-            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.tile_cap, spec.ub_bytes, spec.min_tile)
+            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.cap(kernel), spec.ub_bytes, spec.min_tile)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
-                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.tile_cap}, "
+                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, "
                                       f"min {spec.min_tile})")
         if spec.ub_bytes is not None:
             footprint = ub_need(kernel, case.BT, max(p.BK, p.BV))
