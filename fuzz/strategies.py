@@ -125,8 +125,9 @@ def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
     return draw(st.integers(16, sizes.max_dim))
 
 
-# Knobs that change the tiles a case compiles (a pooled case keeps its entry's tiles).
-TILE_KNOBS = ("tile_cap", "ub_bytes")
+# Knobs that change the kernel a case compiles, its tiles or its grouped-dk variant (a pooled case
+# keeps its entry's specialization).
+TILE_KNOBS = ("tile_cap", "ub_bytes", "group_dk")
 
 
 def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:
@@ -140,6 +141,8 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
         "max_tasks": st.sampled_from((2**20, 65536, 100_003)) if large else st.integers(1, 64),
         "tile_cap": st.sampled_from(TILE_CAPS),
     }
+    if backend != "npu":  # the backward's grouped-dk variant (kernels.GROUP_DK), not lowered for the NPU
+        values["group_dk"] = st.booleans()
     ub = _ub_choices(backend, BT)
     if ub:
         values["ub_bytes"] = st.sampled_from(ub)

@@ -23,7 +23,7 @@ pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs tr
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
-from wy_ascend.backends import BACKENDS, LaunchConfig  # noqa: E402
+from wy_ascend.backends import BACKENDS, LaunchConfig, device_spec  # noqa: E402
 from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
 
 UB = BACKENDS["npu"].ub_bytes
@@ -83,10 +83,11 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
     """cuda: its own LOWP_DOT (bf16 I/O, tiles >= LOWP_MIN_TILE, narrower dims padded to them) and
     DOT_GUARD off, time-major beta/g, both launch shapes, every BT (no UB: nothing skipped) and
-    every tile from its min_tile up to the cap."""
+    every tile from its min_tile up to each op's cap (the backward's is narrower)."""
     cuda = BACKENDS["cuda"]
-    tiles = {t for t in (16, 32, 64, 128, 256) if cuda.min_tile <= t <= cuda.tile_cap}
-    assert tiles == {64, 128}
+    spec = device_spec("cuda-H200", LaunchConfig())
+    tiles = {op: {t for t in (16, 32, 64, 128, 256) if cuda.min_tile <= t <= spec.cap(op)} for op in ("fwd", "bwd")}
+    assert tiles == {"fwd": {64, 128}, "bwd": {64}}
     dims = set(lowering.representative_dims(cuda.tile_cap))
     assert dims == set(lowering.ODD_DIMS) | {16, 32, 64, 128}
     for kernel in ("fwd", "bwd"):
@@ -101,7 +102,7 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
         assert values(ks, "index_dtype") == {None, *lowering.INDEX_DTYPES}
         assert {(s.H, s.HV) for s in ks} == set(lowering.HEADS)
         assert values(ks, "K") == values(ks, "V") == dims
-        assert values(ks, "BK") | values(ks, "BV") == tiles
+        assert values(ks, "BK") | values(ks, "BV") == tiles[kernel]
     # every bf16 specialization takes bf16 dot operands, in one tile loop or several; no other dtype does
     assert all(s.LOWP_DOT == (s.dtype == "bfloat16") for s in cuda_specs)
     assert {(s.K > s.BK or s.V > s.BV) for s in cuda_specs if s.LOWP_DOT} == {False, True}

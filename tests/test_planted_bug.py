@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def _drop_last_launch(*args: object, **kwargs: object):  # noqa: ANN202 - same r
 def plant(monkeypatch: pytest.MonkeyPatch) -> None:
     # ops does `from .planning import plan`: patch the name where ops looks it up.
     monkeypatch.setattr(wy_ascend.ops, "plan", _drop_last_launch)
+    monkeypatch.setattr(wy_ascend.ops, "_CALLS", OrderedDict())  # no call planned before the plant
 
 
 @st.composite

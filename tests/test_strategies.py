@@ -90,7 +90,7 @@ def test_every_field_varies(drawn: list[Case]) -> None:
     dims = {c.K for c in drawn} | {c.V for c in drawn}
     assert {16, 17, 24, 100, 256} <= dims and any(d & (d - 1) and d not in CPU_SIZES.dims for d in dims)
     knobs = Counter(k for c in drawn for k in c.knobs)
-    assert set(knobs) == {"max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard",
+    assert set(knobs) == {"max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "group_dk",
                           "gate_head_major", "emulate"}
     # every kernel variant on the cpu backend, and the unguarded one never under the Ascend emulation
     assert {(c.knobs.get("dot_guard"), c.knobs.get("emulate")) for c in drawn} >= {(True, None), (False, False)}

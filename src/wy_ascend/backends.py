@@ -67,7 +67,8 @@ class LaunchConfig:
     fix (DOT_GUARD: reload the tiles a dot may clobber; head-major beta/g). ``emulate`` (cpu
     backend only) runs the interpreter with Ascend semantics (interpreter.py; default on unless
     ``WY_ASCEND_EMULATION=0``); an unguarded variant is only correct where dots never clobber,
-    so it needs ``emulate=False``. ``poison_outputs`` fills outputs with NaN before launching
+    so it needs ``emulate=False``. ``group_dk``: the backward sums grouped heads' dk in the kernel
+    (``Backend.groups_dk``). ``poison_outputs`` fills outputs with NaN before launching
     so an element no kernel wrote cannot pass a test. ``runtime_dims``: K and V as runtime kernel
     arguments (``Backend.runtime_dims``)."""
 
@@ -80,6 +81,7 @@ class LaunchConfig:
     dot_guard: bool | None = None
     gate_head_major: bool | None = None
     emulate: bool | None = None
+    group_dk: bool | None = None
     poison_outputs: bool | None = None
     runtime_dims: bool | None = None
 
@@ -127,6 +129,7 @@ class Backend:
     gate_head_major: bool  # beta/g passed as [B,HV,T] (contiguous per-head loads)
     lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
     dot_guard: bool  # reload A before each dot (Ascend's dot may clobber its left operand)
+    group_dk: bool  # the backward sums each key head's dk over its value heads in one program
     autotune: bool
     interpret: bool
 
@@ -160,6 +163,14 @@ class Backend:
             raise ValueError("config.dot_guard=False (tiles reused as dot operands) is wrong under Ascend semantics, "
                              "where a dot may clobber its left operand: pass emulate=False with it")
         return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate
+
+    def groups_dk(self, config: LaunchConfig, H: int, HV: int) -> bool:
+        """With grouped heads (HV > H), whether the backward runs one program per key head whose
+        value heads go in order, summing dk in an fp32 buffer and rounding it once (GROUP_DK,
+        kernels.py), instead of writing an fp32 dk per value head for a torch sum. On cuda it
+        saves the sum's pass over the G-times larger buffer (docs/nightly-h200.md session 8); the
+        NPU keeps the per-head tasks, which its core grid balances (not run on an NPU)."""
+        return HV > H and _given(config.group_dk, self.group_dk)
 
     def runtime_dims(self, config: LaunchConfig) -> bool:
         """K and V as runtime kernel arguments (one compile per tiles, trip counts and alignment
@@ -238,6 +249,7 @@ _NPU_SHAPE = dict(
     gate_head_major=True,
     lowp_dot_for_bf16=False,
     dot_guard=True,
+    group_dk=False,
     autotune=False,
 )
 
@@ -262,6 +274,7 @@ BACKENDS: dict[str, Backend] = {
         gate_head_major=False,
         lowp_dot_for_bf16=True,
         dot_guard=False,
+        group_dk=True,
         autotune=True,
         interpret=False,
     ),
@@ -370,7 +383,7 @@ def _autotuned(kernel_name: str) -> object:
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
-    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD"]
+    key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD", "GROUP_DK"]
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 

@@ -184,13 +184,13 @@ def _fwd_task(
 
 @triton.jit
 def _bwd_task(
-    i_t, i_bh,
-    k, v, beta, g, A, dw, du, dk, dv, dbeta, dg,
+    i_t, i_bh, j,
+    k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
     cu_seqlens, chunk_indices, T,
     H: tl.constexpr, HV: tl.constexpr, K, V,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
-    DOT_GUARD: tl.constexpr,
+    DOT_GUARD: tl.constexpr, GROUP_DK: tl.constexpr,
 ):
     """Gradients of one chunk and value head, with A = M^-1 a function of (k, beta, g).
 
@@ -198,8 +198,9 @@ def _bwd_task(
     Through A: dM = -A^T dA A^T on the strict lower triangle, dL = dM * exp2(g_i - g_j),
     dk += (dL*beta_i + (dL*beta_i)^T) @ k, dbeta_i += sum_j dL_ij k_i.k_j and
     dg_i += rowsum(Q) - colsum(Q) with Q = dL * beta_i * k_i.k_j. dg omits the ln 2 of
-    d exp2(x)/dx (the seed's convention). dk is written per value head ([B,T,HV,K]).
-    In each loop a tile's dot as left operand is its last use (Ascend's clobber trap).
+    d exp2(x)/dx (the seed's convention). dk is written per value head ([B,T,HV,K]), or with
+    GROUP_DK summed over the value heads of key head i_hk, this task being the group's j-th
+    (``_sum_dk``). In each loop a tile's dot as left operand is its last use (Ascend's clobber trap).
     """
     i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
     i_hk = i_h // (HV // H)
@@ -280,6 +281,9 @@ def _bwd_task(
     b_dLb = b_dL * b_beta[:, None]
     b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
+    p_dkk = (row0 * H + i_hk) * K  # GROUP_DK: the key head's rows in dk and dk_acc ([B,T,H,K])
+    if GROUP_DK:
+        tl.debug_barrier()  # the group's previous task stored dk_acc from other threads of this program
     for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
@@ -291,11 +295,50 @@ def _bwd_task(
         if DOT_GUARD:
             b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand
         b_dk = b_dkb * b_kscale[:, None] + _mm(b_Si, b_k, LOWP_DOT)
-        tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
+        if GROUP_DK:
+            _sum_dk(b_dk, j, HV // H, dk, dk_acc, p_dkk + o_t[:, None] * (H * K) + o_k[None, :], m_k)
+        else:
+            tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
 
     tl.store(dbeta + gate_base + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
     if USE_G:
         tl.store(dg + gate_base + o_gate, b_dg.to(dg.dtype.element_ty), mask=m_t)
+
+
+@triton.jit
+def _sum_dk(b_dk, j, G: tl.constexpr, dk, dk_acc, o, mask):
+    """dk of value head j of a key head's G: added to the fp32 partial sum the group's earlier
+    heads left in dk_acc, stored there, or, for the last head, rounded once into dk."""
+    if j > 0:
+        b_dk += tl.load(dk_acc + o, mask=mask, other=0.0)
+    if j < G - 1:
+        tl.store(dk_acc + o, b_dk, mask=mask)
+    else:
+        tl.store(dk + o, b_dk.to(dk.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _bwd_group(
+    i_t, i_bh,
+    k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
+    cu_seqlens, chunk_indices, T,
+    H: tl.constexpr, HV: tl.constexpr, K, V,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
+    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
+    DOT_GUARD: tl.constexpr, GROUP_DK: tl.constexpr,
+):
+    """Backward task i_bh: one value head, or with GROUP_DK a batch and key head (i_bh over B*H)
+    whose value heads run in order in this program, so dk is summed here, not by a later pass."""
+    if GROUP_DK:
+        for j in tl.range(0, HV // H, num_stages=1):
+            _bwd_task(i_t, i_bh * (HV // H) + j, j,
+                      k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                      H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
+                      GROUP_DK)
+    else:
+        _bwd_task(i_t, i_bh, 0,
+                  k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD, GROUP_DK)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
@@ -331,8 +374,9 @@ def wy_fwd_kernel(
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
 def wy_bwd_kernel(
-    # tensors: inputs, incoming grads, outputs (dk per value head), varlen index
-    k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices,
+    # tensors: inputs, incoming grads, outputs (dk per value head, or per key head with its fp32
+    # partial sums dk_acc under GROUP_DK), varlen index
+    k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices,
     # runtime: padded length, launch offsets and sizes (never specialized: no recompiles)
     T, t_offset, bh_offset, bh_count, num_tasks, num_programs,
     # heads (compile-time: row strides), runtime dims specialized by class only (CLASSED_ARGS)
@@ -340,9 +384,10 @@ def wy_bwd_kernel(
     # tiles, tile-loop trip counts NK = cdiv(K, BK), NV = cdiv(V, BV), K and V when known (compile-time)
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     K_CONST: tl.constexpr, V_CONST: tl.constexpr,
-    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch shape
+    # feature flags: gate present, varlen, beta/g layout, bf16 dot operands, operand reloads, launch
+    # shape, dk summed per key head in the kernel (tasks over B*H, not B*HV)
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr,
-    LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr,
+    LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, PERSISTENT: tl.constexpr, GROUP_DK: tl.constexpr,
 ):
     """Backward entry: grid (t_count, bh_count) or a persistent core grid (see module doc)."""
     if K_CONST:
@@ -351,13 +396,15 @@ def wy_bwd_kernel(
         V = V_CONST
     if PERSISTENT:
         for f in tl.range(tl.program_id(0), num_tasks, num_programs, num_stages=1):
-            _bwd_task(t_offset + f // bh_count, bh_offset + f % bh_count,
-                      k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                      H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+            _bwd_group(t_offset + f // bh_count, bh_offset + f % bh_count,
+                       k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
+                       GROUP_DK)
     else:
-        _bwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
-                  k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
+        _bwd_group(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
+                   k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                   H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
+                   GROUP_DK)
 
 
 KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

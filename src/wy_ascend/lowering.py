@@ -87,15 +87,17 @@ FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 INDEX_DTYPES = ("int32", "int64")
 TRITON_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int32": "i32", "int64": "i64"}
 # Which dtype each pointer argument of the entry kernels has (the ops' contract, ops.py):
-# "io" the I/O dtype, "gate" beta/g's, "dk" fp32 when HV > H (summed over heads later),
-# "index" cu_seqlens's, "int64" chunk_indices. g/dg are None without USE_G, the varlen
-# index None without IS_VARLEN. An argument missing here fails the gate loudly.
+# "io" the I/O dtype, "gate" beta/g's, "dk" fp32 when HV > H without GROUP_DK (summed over
+# heads later), "float32" dk_acc, "index" cu_seqlens's, "int64" chunk_indices. g/dg are None
+# without USE_G, the varlen index None without IS_VARLEN, dk_acc None without GROUP_DK. An
+# argument missing here fails the gate loudly.
 ARG_DTYPES = {
     "k": "io", "v": "io", "A": "io", "w": "io", "u": "io", "dw": "io", "du": "io", "dv": "io",
-    "dk": "dk", "beta": "gate", "dbeta": "gate", "g": "gate", "dg": "gate",
+    "dk": "dk", "dk_acc": "float32", "beta": "gate", "dbeta": "gate", "g": "gate", "dg": "gate",
     "cu_seqlens": "index", "chunk_indices": "int64",
 }
-OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_indices": "IS_VARLEN"}
+OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_indices": "IS_VARLEN",
+                 "dk_acc": "GROUP_DK"}
 # The compiler stages lowered per backend: the npu backend's full CPU pipeline; for cuda only
 # the stages Triton's frontend shares across targets (ttadapter is Ascend's).
 STAGES = {"npu": ("ttir", "ttadapter"), "cuda": ("ttir",)}
@@ -114,7 +116,7 @@ CRASH_RETRIES = 2
 # lowering retried like a crash.
 LOWER_TIMEOUT_S = 120
 # The entry kernels' constexprs, flags last (Spec.label prints them as 0/1).
-FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT")
+FLAGS = ("USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "LOWP_DOT", "DOT_GUARD", "PERSISTENT", "GROUP_DK")
 CONSTEXPRS = ("H", "HV", "BT", "BK", "BV", "NK", "NV", "K_CONST", "V_CONST", *FLAGS)
 
 
@@ -142,6 +144,7 @@ class Spec:
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
     footprint: int  # modeled UB bytes of one program (planning.ub_footprint); 0 without a UB
     backend: str = "npu"
+    GROUP_DK: bool = False
     runtime_dims: bool = False  # K and V runtime arguments (Backend.runtime_dims)
 
     @property
@@ -205,7 +208,7 @@ class Spec:
             raise KeyError(f"kernel argument {name!r} has no dtype rule in wy_ascend.lowering.ARG_DTYPES")
         role = ARG_DTYPES[name]
         if role == "dk":
-            return "float32" if self.HV > self.H else self.dtype
+            return "float32" if self.HV > self.H and not self.GROUP_DK else self.dtype
         return {"io": self.dtype, "gate": self.gate_dtype, "index": self.index_dtype}.get(role, role)
 
     def signature(self, fn: Any) -> tuple[dict[str, str], dict[str, Any]]:
@@ -277,7 +280,8 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     # Tiles come from the planner the ops call; num_cores given so no device is queried.
     device_spec = b.spec(torch.device("cpu"), config)
     dims = representative_dims(device_spec.tile_cap)
-    # head-major beta/g with several value heads, fp32 dk for grouped heads: the rules of ops.py
+    # head-major beta/g with several value heads, dk summed in the kernel or fp32 per value head for
+    # grouped heads: the rules of ops.py
     head_majors = sorted({b.gate_head_major and hv > 1 for _, hv in HEADS})
     specs: list[Spec] = []
     seen: set[Specialization] = set()
@@ -297,7 +301,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
             spec = Spec(
                 kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
                 GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
-                DOT_GUARD=b.dot_guard,
+                DOT_GUARD=b.dot_guard, GROUP_DK=kernel == "bwd" and b.groups_dk(config, h, hv),
                 PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                 index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
                 footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,

@@ -7,11 +7,14 @@ Argument names, layouts and return conventions follow the seed and flash-linear-
 from __future__ import annotations
 
 import contextlib
+import os
+from collections import OrderedDict
 
 import torch
 
-from .backends import Backend, LaunchConfig, current_config, kernel_for, resolve_backend
-from .planning import LaunchPlan, plan
+from .backends import BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, Backend, LaunchConfig, current_config, kernel_for, resolve_backend
+from .interpreter import EMULATION_ENV
+from .planning import LaunchPlan, batch_heads, plan
 from .specialization import Specialization, of_launch
 from .validation import Problem, validate
 
@@ -41,54 +44,69 @@ def _from_gate_layout(x: torch.Tensor, head_major: bool) -> torch.Tensor:
 
 
 class _Call:
-    """What every launch of one op call shares: problem, backend, plan, common kwargs."""
+    """What every call of one op with one problem shape, dtypes, backend and config shares:
+    the plan, the kernel, its specialization and the launch arguments that are not tensors.
+    Built once per such call signature (``_call``): rebuilding it cost more host time per call
+    than the small problems' kernels take on an H200 (docs/nightly-h200.md session 8)."""
 
-    def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig | None,
-                 cu_seqlens: torch.Tensor | None, gate_dtype: torch.dtype) -> None:
+    def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig,
+                 index_dtype: torch.dtype | None, gate_dtype: torch.dtype) -> None:
         self.problem = problem
         self.backend: Backend = resolve_backend(backend_name, problem.device)
-        self.config = current_config(config)
+        self.config = config
         spec = self.backend.spec(problem.device, self.config)
-        self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=problem.BH, BT=problem.BT, K=problem.K,
-                                     V=problem.V, spec=spec)
+        self.group_dk = kernel == "bwd" and self.backend.groups_dk(self.config, problem.H, problem.HV)
+        BH = batch_heads(kernel, problem.B, problem.H, problem.HV, self.group_dk)
+        self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=BH, BT=problem.BT, K=problem.K, V=problem.V, spec=spec)
         self.kernel = kernel_for(self.backend, kernel)
         # The compiled kernel this call launches (every launch of the plan shares it); its flags
         # are the launch's: head-major beta/g only with several value heads, and so on.
         self.specialization: Specialization = of_launch(
             self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
-            dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=cu_seqlens.dtype if cu_seqlens is not None else None,
+            dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=index_dtype,
             use_g=problem.use_g, varlen=problem.varlen)
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR
-        self.varlen_args = dict(
-            cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
-            chunk_indices=problem.chunk_indices,
-        )
+        sp, p = self.specialization, problem
+        self.scalars = dict(T=p.T, H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
+                            NK=sp.NK, NV=sp.NV, K_CONST=sp.K_CONST, V_CONST=sp.V_CONST, USE_G=p.use_g,
+                            IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major, LOWP_DOT=sp.LOWP_DOT,
+                            DOT_GUARD=sp.DOT_GUARD, PERSISTENT=sp.PERSISTENT)
+        if kernel == "bwd":
+            self.scalars["GROUP_DK"] = sp.GROUP_DK
+        self.per_launch = [dict(t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
+                                num_tasks=launch.tasks, num_programs=launch.grid[0]) for launch in self.plan.launches]
+        # On CUDA (upstream Triton) a call after the first launches the kernel the first one compiled
+        # (and autotuned) directly, without Triton's argument binding: the same compiled kernel and
+        # arguments, which the specialization key of this call fixes (``_call``).
+        self.direct = self.backend.device_type == "cuda" and not self.backend.interpret
+        self.compiled: list[object | None] = [None] * len(self.plan.launches)
 
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return _new(shape, dtype, self.problem.device, bool(self.config.poison_outputs))
 
     def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,
+               cu_seqlens: torch.Tensor | None, chunk_indices: torch.Tensor | None,
                **tensors: torch.Tensor | None) -> None:
         """Run every launch of the plan on the op's inputs (made contiguous and 16-byte aligned,
         beta/g in the backend's layout) and ``tensors``; offsets and sizes are runtime arguments."""
         p = self.problem
         inputs = dict(k=k.contiguous(), v=v.contiguous(), beta=_gate_layout(beta, self.head_major),
-                      g=_gate_layout(g, self.head_major), A=A.contiguous(), **tensors, **self.varlen_args)
+                      g=_gate_layout(g, self.head_major), A=A.contiguous(), **tensors,
+                      cu_seqlens=cu_seqlens.contiguous() if cu_seqlens is not None else None,
+                      chunk_indices=chunk_indices if p.varlen else None)
         args = {name: _aligned(x) for name, x in inputs.items()}
         with self._semantics():
-            for launch in self.plan.launches:
-                self.kernel[launch.grid](  # type: ignore[index]
-                    **args,
-                    T=p.T, t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
-                    num_tasks=launch.tasks, num_programs=launch.grid[0],
-                    H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
-                    NK=self.specialization.NK, NV=self.specialization.NV,
-                    K_CONST=self.specialization.K_CONST, V_CONST=self.specialization.V_CONST,
-                    USE_G=p.use_g, IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major,
-                    LOWP_DOT=self.specialization.LOWP_DOT, DOT_GUARD=self.specialization.DOT_GUARD,
-                    PERSISTENT=self.specialization.PERSISTENT,
-                )
+            for i, launch in enumerate(self.plan.launches):
+                kwargs = {**args, **self.scalars, **self.per_launch[i]}
+                compiled = self.compiled[i]
+                if compiled is not None:
+                    grid = (*launch.grid, 1, 1)[:3]
+                    compiled[grid](*(kwargs[name] for name in _arg_names(self.kernel)))  # type: ignore[index]
+                    continue
+                ran = self.kernel[launch.grid](**kwargs)  # type: ignore[index]
+                if self.direct:
+                    self.compiled[i] = ran
 
     def _semantics(self) -> contextlib.AbstractContextManager[None]:
         """The interpreter's Ascend emulation around the launches (cpu backend), else nothing."""
@@ -97,6 +115,36 @@ class _Call:
         from .interpreter import ascend_semantics
 
         return ascend_semantics(self.emulate)
+
+
+def _arg_names(kernel: object) -> list[str]:
+    """The entry kernel's parameters in order (the autotuner wraps the jit function as ``fn``)."""
+    return getattr(kernel, "fn", kernel).arg_names  # type: ignore[attr-defined]
+
+
+# Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
+# Ascend emulation): part of its memo key, so changing one takes effect at the next call.
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV)
+_CALLS: OrderedDict[tuple, _Call] = OrderedDict()
+_CALLS_SIZE = 64
+
+
+def _call(kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig | None,
+          beta: torch.Tensor, g: torch.Tensor | None, cu_seqlens: torch.Tensor | None) -> _Call:
+    """The memoized _Call of this call signature: op, problem (sizes, flags, dtype, device), the
+    dtypes of beta, g and cu_seqlens, backend name, launch config (context and call merged) and
+    the environment variables it reads. The last few signatures are kept."""
+    merged = current_config(config)
+    index_dtype = cu_seqlens.dtype if cu_seqlens is not None else None
+    key = (kernel, problem, backend_name, merged, beta.dtype, g.dtype if g is not None else None, index_dtype,
+           tuple(os.environ.get(name) for name in _CALL_ENV))
+    call = _CALLS.get(key)
+    if call is None:
+        call = _Call(kernel, problem, backend_name, merged, index_dtype, beta.dtype)
+        _CALLS[key] = call
+        if len(_CALLS) > _CALLS_SIZE:
+            _CALLS.popitem(last=False)
+    return call
 
 
 def recompute_w_u_fwd(
@@ -118,10 +166,10 @@ def recompute_w_u_fwd(
     passed precomputed (it is checked against ``cu_seqlens``).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices)
-    call = _Call("fwd", p, backend, config, cu_seqlens, beta.dtype)
+    call = _call("fwd", p, backend, config, beta, g, cu_seqlens)
     w = call.new((p.B, p.T, p.HV, p.K), p.dtype)
     u = call.new((p.B, p.T, p.HV, p.V), p.dtype)
-    call.launch(k, v, beta, g, A, w=w, u=u)
+    call.launch(k, v, beta, g, A, cu_seqlens, p.chunk_indices, w=w, u=u)
     return w, u
 
 
@@ -145,16 +193,19 @@ def prepare_wy_repr_bwd(
     and omits the ln 2 of d exp2(x)/dx (the seed's and fla's convention).
     """
     p = validate(k, v, beta, A, g, cu_seqlens, chunk_indices, dw=dw, du=du)
-    call = _Call("bwd", p, backend, config, cu_seqlens, beta.dtype)
+    call = _call("bwd", p, backend, config, beta, g, cu_seqlens)
     grouped = p.HV != p.H
-    # With grouped heads each value head writes its own dk slice in fp32, summed below.
-    dk_hv = call.new((p.B, p.T, p.HV, p.K), torch.float32 if grouped else p.dtype)
+    if call.group_dk:  # the kernel sums each key head's dk (fp32 partial sums in dk_acc)
+        dk_out, dk_acc = call.new((p.B, p.T, p.H, p.K), p.dtype), call.new((p.B, p.T, p.H, p.K), torch.float32)
+    else:  # with grouped heads each value head writes its own dk slice in fp32, summed below
+        dk_out, dk_acc = call.new((p.B, p.T, p.HV, p.K), torch.float32 if grouped else p.dtype), None
     dv = call.new((p.B, p.T, p.HV, p.V), p.dtype)
     gate_shape = (p.B, p.HV, p.T) if call.head_major else (p.B, p.T, p.HV)
     dbeta = call.new(gate_shape, beta.dtype)
     dg = call.new(gate_shape, g.dtype) if g is not None else None
-    call.launch(k, v, beta, g, A, dw=dw.contiguous(), du=du.contiguous(), dk=dk_hv, dv=dv, dbeta=dbeta, dg=dg)
-    dk = dk_hv.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3).to(p.dtype) if grouped else dk_hv
+    call.launch(k, v, beta, g, A, cu_seqlens, p.chunk_indices, dw=dw.contiguous(), du=du.contiguous(), dk=dk_out,
+                dk_acc=dk_acc, dv=dv, dbeta=dbeta, dg=dg)
+    dk = dk_out.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3).to(p.dtype) if grouped and not call.group_dk else dk_out
     dbeta = _from_gate_layout(dbeta, call.head_major)
     if dg is not None:
         dg = _from_gate_layout(dg, call.head_major)

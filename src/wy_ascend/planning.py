@@ -5,7 +5,7 @@ sizes, the number of programs) so the fuzz suite can check plans by the thousand
 every (chunk, head) task covered exactly once, no launch above the device's limits.
 
 Work is a rectangle of tasks: ``NT`` chunks (axis 0) by ``BH = B * HV`` batch-heads
-(axis 1). Two launch shapes exist:
+(axis 1; ``batch_heads``: B * H for a backward that sums grouped heads' dk in one program). Two launch shapes exist:
 
 * ``grid``: one program per task, grid ``(t_count, bh_count)``; a launch is bounded per
   axis (CUDA: 2**31-1 on x, 65535 on y) and in total blocks (Ascend: 65535).
@@ -166,6 +166,12 @@ def split_rectangle(
         for t_off in range(0, NT, t_len)
         for bh_off in range(0, BH, bh_len)
     ]
+
+
+def batch_heads(kernel: str, B: int, H: int, HV: int, group_dk: bool) -> int:
+    """The task rectangle's second axis: B x HV value heads, or B x H key heads for a backward
+    that runs each key head's value heads in one program (``group_dk``, kernels.GROUP_DK)."""
+    return B * (H if kernel == "bwd" and group_dk else HV)
 
 
 def grid_launches(NT: int, BH: int, spec: DeviceSpec) -> list[Launch]:

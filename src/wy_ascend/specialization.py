@@ -67,6 +67,7 @@ class Specialization:
     LOWP_DOT: bool
     DOT_GUARD: bool
     PERSISTENT: bool
+    GROUP_DK: bool
     dtype: str
     gate_dtype: str
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
@@ -75,7 +76,7 @@ class Specialization:
     def label(self) -> str:
         """A stable one-line name (report keys, nightly summaries)."""
         flags = "".join(str(int(f)) for f in (self.USE_G, self.IS_VARLEN, self.GATE_HEAD_MAJOR, self.LOWP_DOT,
-                                               self.DOT_GUARD, self.PERSISTENT))
+                                               self.DOT_GUARD, self.PERSISTENT, self.GROUP_DK))
         k = self.K_CONST or self.K_class
         v = self.V_CONST or self.V_class
         return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} "
@@ -102,6 +103,7 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
         # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
         GATE_HEAD_MAJOR=head_major and HV > 1,
         LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV), DOT_GUARD=dot_guard,
-        PERSISTENT=plan.mode == "persistent", dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
+        PERSISTENT=plan.mode == "persistent", GROUP_DK=plan.kernel == "bwd" and backend.groups_dk(config, H, HV),
+        dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
         index_dtype=dtype_name(index_dtype) if varlen else None,
     )

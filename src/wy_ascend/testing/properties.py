@@ -33,10 +33,10 @@ from typing import Any, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, check_available, device_spec, resolve_backend
+from ..backends import BACKENDS, DEVICES, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
-from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, program_tasks
+from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, batch_heads, plan, program_tasks
 from ..validation import SUPPORTED_BT
 from . import rng
 from .case import Case, Inputs, float64_device
@@ -405,11 +405,14 @@ def check_plan_coverage(case: Case) -> Metrics:
     within the limits, and its tiles are the widest that fit the unified buffer (the model with
     its margin)."""
     spec = plan_spec(case)
-    # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by B * HV.
+    # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by the
+    # batch-heads the kernel's tasks cover (B * HV, or B * H for a backward that sums grouped dk).
     NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
-    BH = case.B * case.HV
+    backend = BACKENDS[DEVICES[case.device][0] if case.device is not None else backend_name(case)]
+    group_dk = backend.groups_dk(case.config(), case.H, case.HV)
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
+        BH = batch_heads(kernel, case.B, case.H, case.HV, group_dk)
         fits = plannable(kernel, case.BT, spec.ub_bytes)
         try:
             p = plan(kernel, NT=NT, BH=BH, BT=case.BT, K=case.K, V=case.V, spec=spec)
