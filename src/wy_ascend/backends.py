@@ -387,6 +387,63 @@ def _autotuned(kernel_name: str) -> object:
     return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
 
 
+# A first launch that autotunes runs ptxas under this deadline per config (seconds; 0: none): a
+# config whose compile runs away then fails (PTXASError), and Triton's autotuner times it as inf and
+# takes the next. Our compiles take 1-4 s on the H200's host (a K=V=256 backward's 3 configs compiled
+# and timed in 9.8 s, docs/nightly-h200.md session 7); the runaway of issue 13 sat in ptxas > 3 min.
+PTXAS_TIMEOUT_ENV = "WY_ASCEND_PTXAS_TIMEOUT"
+PTXAS_TIMEOUT_S = 20.0
+_PTXAS_WRAPPER = """\
+import subprocess, sys
+try:
+    sys.exit(subprocess.run([{real!r}, *sys.argv[1:]], timeout={limit!r}).returncode)
+except subprocess.TimeoutExpired:
+    sys.stderr.write("wy_ascend: ptxas ran past {limit} s ({env}); stopped, so the autotuner takes the next config\\n")
+    sys.exit(124)
+"""
+
+
+def ptxas_timeout() -> float:
+    """The per-config ptxas deadline in seconds (``WY_ASCEND_PTXAS_TIMEOUT``; 0 turns it off)."""
+    raw = os.environ.get(PTXAS_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else PTXAS_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{PTXAS_TIMEOUT_ENV} must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+@cache
+def ptxas_wrapper(real: str, limit: float) -> str:
+    """Path of an executable that runs ``real`` (a ptxas) with its arguments and kills it past
+    ``limit`` seconds, exiting 124 with a message on stderr (which Triton puts in its error)."""
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="wy_ascend_ptxas_"), "ptxas")
+    with open(path, "w") as fh:
+        fh.write(f"#!{sys.executable}\n" + _PTXAS_WRAPPER.format(real=real, limit=limit, env=PTXAS_TIMEOUT_ENV))
+    os.chmod(path, 0o755)
+    return path
+
+
+@contextlib.contextmanager
+def ptxas_deadline(kernel: object) -> Iterator[None]:
+    """Compiles inside run ptxas under ``ptxas_timeout()`` where ``kernel`` autotunes over several
+    configs (a runaway config then fails fast and the next one is tried); else nothing changes.
+    Scoped to the ``with`` block (Triton's knobs scope): other kernels of the process keep their ptxas."""
+    limit = ptxas_timeout()
+    if len(getattr(kernel, "configs", ())) < 2 or not limit:
+        yield
+        return
+    from triton import knobs
+
+    with knobs.nvidia.scope():
+        knobs.nvidia.ptxas = ptxas_wrapper(knobs.nvidia.ptxas.path, limit)
+        yield
+
+
 def compiled_kernels() -> int:
     """Kernels compiled in this process so far, all devices and both entry kernels (0 before
     any device launch, and under the interpreter, which compiles nothing). The fuzz tally and

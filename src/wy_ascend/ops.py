@@ -12,7 +12,17 @@ from collections import OrderedDict
 
 import torch
 
-from .backends import BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, Backend, LaunchConfig, current_config, kernel_for, resolve_backend
+from .backends import (
+    BACKEND_ENV,
+    LOWP_ENV,
+    RUNTIME_DIMS_ENV,
+    Backend,
+    LaunchConfig,
+    current_config,
+    kernel_for,
+    ptxas_deadline,
+    resolve_backend,
+)
 from .interpreter import EMULATION_ENV
 from .planning import LaunchPlan, batch_heads, plan
 from .specialization import Specialization, of_launch
@@ -104,7 +114,8 @@ class _Call:
                     grid = (*launch.grid, 1, 1)[:3]
                     compiled[grid](*(kwargs[name] for name in _arg_names(self.kernel)))  # type: ignore[index]
                     continue
-                ran = self.kernel[launch.grid](**kwargs)  # type: ignore[index]
+                with ptxas_deadline(self.kernel) if self.direct else contextlib.nullcontext():
+                    ran = self.kernel[launch.grid](**kwargs)  # type: ignore[index]
                 if self.direct:
                     self.compiled[i] = ran
 
