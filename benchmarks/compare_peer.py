@@ -2,6 +2,7 @@
 
     python benchmarks/compare_peer.py [--backend cuda] [--json out.json] [--shapes NAME ...] [--tile-cap N]
     python benchmarks/compare_peer.py --grid [--json grid.json]     # issue 13's shape grid (shapes.GRID)
+    python benchmarks/compare_peer.py --all --warm-jobs 12 --json all.json   # both, compiled in 12 processes first
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median), reports
 bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio to fla.
@@ -9,6 +10,13 @@ Both backwards return dk per key head (fla sums its per-value-head dk over each 
 inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same. Each row also
 has ``first_s``: the first call's wall seconds (compile, and autotuning where it is on).
 Rows are written to ``--json`` after every shape, so a run cut short keeps what it measured.
+
+``--warm-jobs N`` first calls every shape's ops once in N processes (``--compile-only``), so that
+the timing process finds every kernel in Triton's cache: fla-core autotunes 6 to 17 s per op and
+shape, which made the 30-shape grid outlast a device session. The warm-up processes share the GPU,
+so their autotuning picks are thrown away (``FLA_CACHE_RESULTS=0``: fla-core caches none; ours
+never does); the timing process autotunes both again, alone on the GPU. Its ``first_s`` then
+measures a first call with compiled kernels, not a cold compile.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import functools
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -53,18 +62,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--shapes", nargs="*", default=None, help="names from shapes.SHAPES (or shapes.GRID with --grid)")
     ap.add_argument("--grid", action="store_true", help="the shapes of shapes.GRID instead of shapes.SHAPES")
+    ap.add_argument("--all", action="store_true", help="the shapes of shapes.SHAPES and shapes.GRID")
+    ap.add_argument("--warm-jobs", type=int, default=0, help="compile every shape in this many processes first")
+    ap.add_argument("--compile-only", action="store_true", help="call each op once per shape, time nothing")
     ap.add_argument("--rep", type=int, default=200, help="do_bench repetition ms (warm-up: a quarter of it)")
     ap.add_argument("--tile-cap", type=int, default=None, help="LaunchConfig.tile_cap (default: the backend's)")
     args = ap.parse_args(argv)
     config = wy_ascend.LaunchConfig(tile_cap=args.tile_cap)
     peer = _peer()
-    table = GRID if args.grid else SHAPES
+    table = {**SHAPES, **GRID} if args.all else GRID if args.grid else SHAPES
     unknown = [n for n in args.shapes or [] if n not in table]
     if unknown:
         ap.error(f"unknown shapes {unknown}; known: {sorted(table)}")
+    names = args.shapes or list(table)
+    if args.warm_jobs > 0 and not args.compile_only:
+        _warm(names, args.warm_jobs, argv if argv is not None else sys.argv[1:])
     rows: list[dict] = []
-    _spin_up()
-    for name in args.shapes or list(table):
+    if not args.compile_only:
+        _spin_up()
+    for name in names:
         shape = table[name]
         x = shape.inputs("cuda")
         fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
@@ -82,13 +98,17 @@ def main(argv: list[str] | None = None) -> int:
                 fn()
                 torch.cuda.synchronize()
                 first_s = time.perf_counter() - start
+                if args.compile_only:
+                    continue
                 ms = triton.testing.do_bench(fn, warmup=args.rep // 4, rep=args.rep)
                 rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
                                  hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, first_s=first_s))
         del x
         torch.cuda.empty_cache()
-        if args.json:
-            _write(args.json, rows)
+        if args.json and not args.compile_only:
+            _write(args.json, rows, warm_jobs=args.warm_jobs)
+    if args.compile_only:
+        return 0
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
     print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'ours/fla':>8s}")
     for r in rows:
@@ -111,8 +131,25 @@ def _spin_up(seconds: float = 2.0) -> None:
         torch.cuda.synchronize()
 
 
-def _write(path: str, rows: list[dict]) -> None:
-    """The rows so far with the device, versions and command (replaced atomically)."""
+def _warm(names: list[str], jobs: int, argv: list[str]) -> None:
+    """Call every shape's ops once in ``jobs`` processes at once (this command with --compile-only
+    on a share of the shapes each), so the kernels are in Triton's cache before anything is timed."""
+    keep = [a for a in argv if a not in ("--all", "--grid")]
+    flags = [a for a in argv if a in ("--all", "--grid")]
+    backend = keep[keep.index("--backend") + 1] if "--backend" in keep else "cuda"
+    tile_cap = ["--tile-cap", keep[keep.index("--tile-cap") + 1]] if "--tile-cap" in keep else []
+    env = dict(os.environ, FLA_CACHE_RESULTS="0")
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, *flags, "--backend", backend, *tile_cap, "--compile-only",
+                               "--shapes", *names[i::jobs]], env=env) for i in range(min(jobs, len(names)))]
+    failed = [p.args for p in procs if p.wait() != 0]
+    if failed:
+        raise SystemExit(f"warm-up failed: {failed}")
+    print(f"warm-up: {len(names)} shapes in {len(procs)} processes, {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def _write(path: str, rows: list[dict], warm_jobs: int = 0) -> None:
+    """The rows so far with the device, versions, command and warm-up (replaced atomically)."""
     import triton
 
     versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
@@ -120,7 +157,8 @@ def _write(path: str, rows: list[dict]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
-                       command=" ".join(["python", *sys.argv]), rows=rows), fh, indent=1)
+                       command=" ".join(["python", *sys.argv]), warm_jobs=warm_jobs,
+                       autotune=os.environ.get("WY_ASCEND_AUTOTUNE", "1"), rows=rows), fh, indent=1)
     os.replace(tmp, path)
 
 

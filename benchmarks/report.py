@@ -20,9 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.shapes import H200_HBM_PEAK
+from benchmarks.shapes import GRID, GRID_RATIO, H200_HBM_PEAK, SHAPES
 
-TARGET_RATIO = 0.9  # ours <= 0.9x fla's time
+# ours / fla's time: the headline shapes (shapes.SHAPES) forward <= 0.95x, backward <= 0.9x, the
+# no-cliff grid (shapes.GRID) <= 1.5x (issue 13); other shapes the earlier 0.9x.
+HEADLINE_RATIO = {"fwd": 0.95, "bwd": 0.9}
+TARGET_RATIO = 0.9
 TARGET_HBM = {"fwd": 0.85, "bwd": 0.60}  # fraction of HBM peak from compulsory bytes
 PROVIDER_ALIASES = {"wy_ascend": "ours"}
 
@@ -54,6 +57,13 @@ def load_peer(path: str) -> dict[str, Any]:
     return dict(path=path, format="pytest-benchmark", rows=rows, meta=meta)
 
 
+def ratio_target(shape: str, op: str) -> float:
+    """The most ours / fla's time may be on ``shape`` (HEADLINE_RATIO, GRID_RATIO, TARGET_RATIO)."""
+    if shape in SHAPES:
+        return HEADLINE_RATIO[op]
+    return GRID_RATIO if shape in GRID else TARGET_RATIO
+
+
 def compare(rows: list[dict]) -> list[dict]:
     """One line per (shape, op): ours, fla, their ratio and the targets (met or not, with the measure)."""
     by = {(r["shape"], r["op"], r["provider"]): r for r in rows}
@@ -64,10 +74,11 @@ def compare(rows: list[dict]) -> list[dict]:
             ours, fla = by.get((shape, op, "ours")), by.get((shape, op, "fla"))
             if ours is None and fla is None:
                 continue
-            line = dict(shape=shape, op=op, ours=ours, fla=fla, ratio=None, ratio_met=None, hbm_met=None)
+            line = dict(shape=shape, op=op, ours=ours, fla=fla, ratio=None, ratio_met=None, hbm_met=None,
+                        target=ratio_target(shape, op))
             if ours and fla:
                 line["ratio"] = ours["ms"] / fla["ms"]
-                line["ratio_met"] = line["ratio"] <= TARGET_RATIO
+                line["ratio_met"] = line["ratio"] <= line["target"]
             if ours:
                 line["hbm_met"] = ours["hbm_frac"] >= TARGET_HBM[op]
             out.append(line)
@@ -97,26 +108,43 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
         lines.append("Versions and command: not recorded in this file (compare_peer.py writes only the device "
                      "name); it is produced by `python benchmarks/compare_peer.py --json <file>` on a CUDA machine.")
     latency = any(r.get("wall_ms") is not None for r in peer["rows"])
-    lines += ["", f"Targets: ours <= {TARGET_RATIO}x fla's time; ours >= {TARGET_HBM['fwd']:.0%} of HBM peak forward, "
-              f">= {TARGET_HBM['bwd']:.0%} backward (compulsory bytes / time vs {H200_HBM_PEAK / 1e12:.1f} TB/s).",
-              "Times are the kernels' device time (median)" + (
+    first = any(r.get("first_s") is not None for r in peer["rows"])
+    lines += ["", f"Targets: ours / fla's time <= {HEADLINE_RATIO['fwd']}x forward and {HEADLINE_RATIO['bwd']}x "
+              f"backward on the headline shapes, <= {GRID_RATIO}x on every shape of the grid (issue 13); ours >= "
+              f"{TARGET_HBM['fwd']:.0%} of HBM peak forward, >= {TARGET_HBM['bwd']:.0%} backward (compulsory bytes "
+              f"/ time vs {H200_HBM_PEAK / 1e12:.1f} TB/s; not an issue target, shown for the small shapes' sake).",
+              "Times are `triton.testing.do_bench` medians of one op call each (device time, and host time where "
+              "a call's host work outlasts its kernels)" + (
                   "; 'latency' is one synchronized call from an idle device, host overhead included." if latency
-                  else "."), "",
-              "| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
-              "HBM target |" + (" latency ours / fla ms |" if latency else ""),
-              "|---|---|---:|---:|---:|---:|---:|---:|---|---|" + ("---:|" if latency else "")]
+                  else ".") + (" 'first s' is the first call's wall time in the timing process." if first else "")]
+    header = ("| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
+              "HBM target |" + (" latency ours / fla ms |" if latency else "") + (" first s ours / fla |" if first
+                                                                                   else ""))
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|---|---|" + ("---:|" if latency else "") + ("---:|" if first else "")
     lines_cmp = compare(peer["rows"])
-    for c in lines_cmp:
-        o, f = c["ours"] or {}, c["fla"] or {}
-        lines.append(
-            f"| {c['shape']} | {c['op']} | {_f(o.get('ms'), '.3f')} | {_f(f.get('ms'), '.3f')} | "
-            f"{_f(c['ratio'], '.2f')} | {_f(o.get('GBps'), ',.0f')} | {_f(o.get('hbm_frac'), '.1%')} | "
-            f"{_f(f.get('hbm_frac'), '.1%')} | {_met(c['ratio_met'], _f(c['ratio'], '.2f') + 'x')} | "
-            f"{_met(c['hbm_met'], _f(o.get('hbm_frac'), '.1%'))} |"
-            + (f" {_f(o.get('wall_ms'), '.3f')} / {_f(f.get('wall_ms'), '.3f')} |" if latency else ""))
-    n_ratio = [c["ratio_met"] for c in lines_cmp if c["ratio_met"] is not None]
+    groups = (("Headline shapes", [c for c in lines_cmp if c["shape"] in SHAPES]),
+              ("No-cliff grid", [c for c in lines_cmp if c["shape"] in GRID]),
+              ("Other shapes", [c for c in lines_cmp if c["shape"] not in SHAPES and c["shape"] not in GRID]))
+    for title, group in groups:
+        if not group:
+            continue
+        lines += ["", f"### {title}", "", header, rule]
+        for c in group:
+            o, f = c["ours"] or {}, c["fla"] or {}
+            lines.append(
+                f"| {c['shape']} | {c['op']} | {_f(o.get('ms'), '.3f')} | {_f(f.get('ms'), '.3f')} | "
+                f"{_f(c['ratio'], '.2f')} | {_f(o.get('GBps'), ',.0f')} | {_f(o.get('hbm_frac'), '.1%')} | "
+                f"{_f(f.get('hbm_frac'), '.1%')} | <= {c['target']}x: {_met(c['ratio_met'], _f(c['ratio'], '.2f') + 'x')} | "
+                f"{_met(c['hbm_met'], _f(o.get('hbm_frac'), '.1%'))} |"
+                + (f" {_f(o.get('wall_ms'), '.3f')} / {_f(f.get('wall_ms'), '.3f')} |" if latency else "")
+                + (f" {_f(o.get('first_s'), '.1f')} / {_f(f.get('first_s'), '.1f')} |" if first else ""))
+        n_ratio = [c["ratio_met"] for c in group if c["ratio_met"] is not None]
+        worst = max((c for c in group if c["ratio"] is not None), key=lambda c: c["ratio"] / c["target"], default=None)
+        lines += ["", f"{title}: time ratio target met {sum(n_ratio)}/{len(n_ratio)}" + (
+            f"; closest to its bound: {worst['shape']} {worst['op']} at {worst['ratio']:.2f}x of <= {worst['target']}x."
+            if worst else ".")]
     n_hbm = [c["hbm_met"] for c in lines_cmp if c["hbm_met"] is not None]
-    lines += ["", f"Targets met: time ratio {sum(n_ratio)}/{len(n_ratio)}, HBM fraction {sum(n_hbm)}/{len(n_hbm)}."]
+    lines += ["", f"HBM fraction targets met {sum(n_hbm)}/{len(n_hbm)}."]
     if plot_name:
         lines += ["", f"![time per shape, ours vs fla]({plot_name})"]
     return "\n".join(lines) + "\n"
@@ -129,8 +157,9 @@ def plot(peer: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by = {(r["shape"], r["op"], r["provider"]): r["ms"] for r in peer["rows"]}
-    shapes = list(dict.fromkeys(r["shape"] for r in peer["rows"]))
+    rows = [r for r in peer["rows"] if r["shape"] in SHAPES] or peer["rows"]  # the headline shapes where measured
+    by = {(r["shape"], r["op"], r["provider"]): r["ms"] for r in rows}
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
     providers = [p for p in ("ours", "fla") if any(k[2] == p for k in by)]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     width = 0.8 / max(len(providers), 1)
@@ -270,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
              "section (written by the runs); the NPU section is computed by benchmarks/npu_model.py. Nothing is "
              "typed by hand.", "",
              "Reproduce:", "",
-             "- device, side by side with fla-core: `python benchmarks/compare_peer.py --json docs/bench-h200.json` "
+             "- device, side by side with fla-core: `python benchmarks/compare_peer.py --all --warm-jobs 12 --json "
+             "docs/bench-h200.json` "
              "or `nox -s bench -- --backend cuda` (pytest-benchmark JSON, with versions and command recorded)",
              "- CPU: `TRITON_INTERPRET=1 python -m pytest benchmarks/ --benchmark-json=docs/bench-cpu.json` "
              "(or `nox -s bench`)",

@@ -23,8 +23,9 @@ def test_compulsory_bytes_count_every_input_once_and_every_output_once() -> None
     assert perf.compulsory_bytes(inputs, bwd_out, "bwd") == bwd_reads + 2 * B * T * (H * K + HV * V + 2 * HV)
 
 
-def _row(time_ms: float, bound_ms: float, peer_ms: float | None = None) -> dict[str, float]:
-    row = {"time_ms": time_ms, "bytes": 1e6, "bound_ms": bound_ms}
+def _row(device_ms: float, bound_ms: float, peer_ms: float | None = None, time_ms: float | None = None) -> dict[str, float]:
+    """A measured row: the bound is judged on device_ms, the peer on time_ms (default: device_ms)."""
+    row = {"time_ms": device_ms if time_ms is None else time_ms, "device_ms": device_ms, "bytes": 1e6, "bound_ms": bound_ms}
     return row if peer_ms is None else {**row, "peer_ms": peer_ms}
 
 
@@ -40,6 +41,8 @@ def test_times_within_the_factors_pass_with_their_ratios() -> None:
     ({"fwd": _row(1.0, 1.0), "bwd": _row(8.5, 1.0)}, ["bwd", "8.5x the bound"]),
     ({"fwd": _row(1.0, 1.0, 0.5), "bwd": _row(1.0, 1.0, 1.0)}, ["fwd", "2.00x fla-core"]),
     ({"fwd": _row(100.0, 1.0, 1.0), "bwd": _row(230.0, 1.0, 1.0)}, ["fwd", "bwd", "100.0x", "230.0x"]),  # a cliff
+    # host time past the peer's fails the peer ratio even where the device time is within the bound
+    ({"fwd": _row(1.0, 1.0, 0.1, time_ms=0.2), "bwd": _row(1.0, 1.0)}, ["fwd", "2.00x fla-core"]),
 ])
 def test_a_time_past_either_limit_fails_naming_the_op_and_the_limit(rows, words) -> None:
     with pytest.raises(perf.PerfFailure) as info:
@@ -86,6 +89,7 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
         return 0.5
 
     monkeypatch.setattr(perf, "do_bench", once)
+    monkeypatch.setattr(perf, "device_time", once)
     monkeypatch.setattr(perf, "COPY_BYTES", 1 << 12)
     assert perf.device_limits.__wrapped__("cpu") == ((1 << 12) / 0.5, 0.5)
     case = Case(B=1, T=40, H=1, HV=2, K=24, V=20, BT=16, use_g=True, cu_seqlens=(0, 17, 40), backend="cpu")
@@ -103,9 +107,9 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
     monkeypatch.setattr(perf, "recompute_w_u_fwd", spy(recompute_w_u_fwd))
     monkeypatch.setattr(perf, "prepare_wy_repr_bwd", spy(prepare_wy_repr_bwd))
     ran.clear()
-    metrics = perf.measure(case, inputs, timer=once)
-    assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == 0.5
-    fwd, bwd = ran
+    metrics = perf.measure(case, inputs, timer=once, device_timer=once)
+    assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == metrics["bwd"]["device_ms"] == 0.5
+    fwd, _, bwd, _ = ran  # each op timed twice: do_bench and its device time
     assert poisoned and not any(poisoned)
     want_fwd = recompute_w_u_fwd(k, v, beta, A, g, cu, backend="cpu")
     want_bwd = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend="cpu")
