@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import importlib.util
 import os
 import sys
@@ -108,8 +109,13 @@ def launch_config(**overrides: object) -> Iterator[LaunchConfig]:
 
 
 def current_config(call: LaunchConfig | None = None) -> LaunchConfig:
-    """The context's knobs with the per-call ones on top."""
-    return _CONTEXT_CONFIG.get().merged(call)
+    """The context's knobs with the per-call ones on top (memoized: every op call asks)."""
+    return _merged(_CONTEXT_CONFIG.get(), call)
+
+
+@functools.lru_cache(maxsize=256)
+def _merged(base: LaunchConfig, call: LaunchConfig | None) -> LaunchConfig:
+    return base.merged(call)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ L2_FLUSH_BYTES = 256 << 20  # what do_bench zeroes between calls (the H200 has 6
 SLEEP_CYCLES = 2_000_000  # ~1 ms at the H200's 1.98 GHz: longer than an op call's host work
 # do_bench windows (ms): enough repetitions for a stable median of a sub-millisecond kernel.
 WARMUP_MS, REP_MS = 25, 100
+ROUNDS = 3
 Timer = Callable[[Callable[[], Any]], float]
 
 
@@ -66,10 +67,13 @@ def compulsory_bytes(inputs: Inputs, outputs: dict[str, torch.Tensor | None], op
 
 
 def do_bench(fn: Callable[[], Any]) -> float:
-    """Median milliseconds of ``fn`` (triton.testing.do_bench, device-synchronized)."""
+    """Milliseconds of ``fn``: the least of ROUNDS ``triton.testing.do_bench`` medians (device-
+    synchronized). A host-bound call's median moves with the machine's other work, which only
+    adds time; one stretched median made a case fail and then pass on its replay (session 8)."""
     import triton.testing
 
-    return float(triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+    return min(float(triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+               for _ in range(ROUNDS))
 
 
 @functools.cache
