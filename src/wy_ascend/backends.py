@@ -390,7 +390,10 @@ def _autotuned(kernel_name: str) -> object:
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
     key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD", "GROUP_DK"]
-    return triton.autotune(configs=configs, key=key)(kernels.KERNELS[kernel_name])
+    # Configs are timed by CUDA-graph replay (device time): timed by plain launches, a small shape's
+    # configs all read as the host's time per call, and a 2-warp config with twice the device time
+    # of the 4-warp one was picked at random (the H200 grid run of session 8: K64/V32 forward 1.97x).
+    return triton.autotune(configs=configs, key=key, use_cuda_graph=True)(kernels.KERNELS[kernel_name])
 
 
 # A first launch that autotunes runs ptxas under this deadline per config (seconds; 0: none): a
