@@ -63,13 +63,13 @@ def test_a_kernel_with_one_config_compiles_as_before() -> None:
         assert dict(os.environ) == env
 
 
-# On a GPU: a fake ptxas hangs on every 2-warp build (PTX ".maxntid 64") and runs the real one
+# On a GPU: a fake ptxas hangs on every 2-warp build (PTX ".reqntid 64, 1, 1") and runs the real one
 # otherwise. A first autotuned call on a fresh Triton cache must finish with another config and
 # right results, well before the hang would end.
 HANG_ON_TWO_WARPS = """\
 import os, subprocess
 ptx = next((a for a in sys.argv[1:] if a.endswith('.ptx')), None)
-if ptx and '.maxntid 64,' in open(ptx).read():
+if ptx and any(f'.{d} 64,' in open(ptx).read() for d in ('reqntid', 'maxntid')):
     open(os.environ['MARK'], 'a').write('hung\\n')
     time.sleep(600)
 sys.exit(subprocess.run([os.environ['REAL_PTXAS'], *sys.argv[1:]]).returncode)
