@@ -141,7 +141,7 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
         n_ratio = [c["ratio_met"] for c in group if c["ratio_met"] is not None]
         worst = max((c for c in group if c["ratio"] is not None), key=lambda c: c["ratio"] / c["target"], default=None)
         lines += ["", f"{title}: time ratio target met {sum(n_ratio)}/{len(n_ratio)}" + (
-            f"; closest to its bound: {worst['shape']} {worst['op']} at {worst['ratio']:.2f}x of <= {worst['target']}x."
+            f"; worst against its bound: {worst['shape']} {worst['op']} at {worst['ratio']:.2f}x of <= {worst['target']}x."
             if worst else ".")]
     n_hbm = [c["hbm_met"] for c in lines_cmp if c["hbm_met"] is not None]
     lines += ["", f"HBM fraction targets met {sum(n_hbm)}/{len(n_hbm)}."]
