@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown shapes {unknown}; known: {sorted(table)}")
     names = args.shapes or list(table)
     if args.warm_jobs > 0 and not args.compile_only:
-        _warm(names, args.warm_jobs, argv if argv is not None else sys.argv[1:])
+        _warm(names, args)
     rows: list[dict] = []
     if not args.compile_only:
         _spin_up()
@@ -143,16 +143,16 @@ def _spin_up(seconds: float = 2.0) -> None:
         torch.cuda.synchronize()
 
 
-def _warm(names: list[str], jobs: int, argv: list[str]) -> None:
-    """Call every shape's ops once in ``jobs`` processes at once (this command with --compile-only
-    on a share of the shapes each), so the kernels are in Triton's cache before anything is timed."""
-    keep = [a for a in argv if a not in ("--all", "--grid")]
-    flags = [a for a in argv if a in ("--all", "--grid")]
-    backend = keep[keep.index("--backend") + 1] if "--backend" in keep else "cuda"
-    tile_cap = ["--tile-cap", keep[keep.index("--tile-cap") + 1]] if "--tile-cap" in keep else []
+def _warm(names: list[str], args: argparse.Namespace) -> None:
+    """Call every shape's ops once in ``args.warm_jobs`` processes at once (this command with
+    --compile-only on a share of the shapes each), so the kernels are in Triton's cache before
+    anything is timed."""
+    jobs = args.warm_jobs
+    table = ["--all"] if args.all else ["--grid"] if args.grid else []
+    tile_cap = ["--tile-cap", str(args.tile_cap)] if args.tile_cap is not None else []
     env = dict(os.environ, FLA_CACHE_RESULTS="0")
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, *flags, "--backend", backend, *tile_cap, "--compile-only",
+    procs = [subprocess.Popen([sys.executable, __file__, *table, "--backend", args.backend, *tile_cap, "--compile-only",
                                "--shapes", *names[i::jobs]], env=env) for i in range(min(jobs, len(names)))]
     failed = [p.args for p in procs if p.wait() != 0]
     if failed:

@@ -86,11 +86,13 @@ class _Call:
             self.scalars["GROUP_DK"] = sp.GROUP_DK
         self.per_launch = [dict(t_offset=launch.t_offset, bh_offset=launch.bh_offset, bh_count=launch.bh_count,
                                 num_tasks=launch.tasks, num_programs=launch.grid[0]) for launch in self.plan.launches]
-        # On CUDA (upstream Triton) a call after the first launches the kernel the first one compiled
-        # (and autotuned) directly, without Triton's argument binding: the same compiled kernel and
-        # arguments, which the specialization key of this call fixes (``_call``).
-        self.direct = self.backend.device_type == "cuda" and not self.backend.interpret
+        # On the cuda backend (upstream Triton) a call after the first launches the kernel the first
+        # one compiled (and autotuned) directly, without Triton's argument binding: the same compiled
+        # kernel and arguments, which the specialization key of this call fixes (``_call``). Only cuda
+        # ran it on a device (session 8); npu-cuda and npu keep Triton's own launch path.
+        self.direct = self.backend.name == "cuda"
         self.compiled: list[object | None] = [None] * len(self.plan.launches)
+        self.arg_names: list[str] = _arg_names(self.kernel) if self.direct else []
 
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return _new(shape, dtype, self.problem.device, bool(self.config.poison_outputs))
@@ -112,7 +114,7 @@ class _Call:
                 compiled = self.compiled[i]
                 if compiled is not None:
                     grid = (*launch.grid, 1, 1)[:3]
-                    compiled[grid](*(kwargs[name] for name in _arg_names(self.kernel)))  # type: ignore[index]
+                    compiled[grid](*(kwargs[name] for name in self.arg_names))  # type: ignore[index]
                     continue
                 with ptxas_deadline(self.kernel) if self.direct else contextlib.nullcontext():
                     ran = self.kernel[launch.grid](**kwargs)  # type: ignore[index]
@@ -144,13 +146,15 @@ def _call(kernel: str, problem: Problem, backend_name: str | None, config: Launc
           beta: torch.Tensor, g: torch.Tensor | None, cu_seqlens: torch.Tensor | None) -> _Call:
     """The memoized _Call of this call signature: op, problem (sizes, flags, dtype, device), the
     dtypes of beta, g and cu_seqlens, backend name, launch config (context and call merged) and
-    the environment variables it reads. The last few signatures are kept."""
+    the environment variables it reads. The last ``_CALLS_SIZE`` signatures used are kept."""
     merged = current_config(config)
     index_dtype = cu_seqlens.dtype if cu_seqlens is not None else None
     key = (kernel, problem, backend_name, merged, beta.dtype, g.dtype if g is not None else None, index_dtype,
            tuple(os.environ.get(name) for name in _CALL_ENV))
     call = _CALLS.get(key)
-    if call is None:
+    if call is not None:
+        _CALLS.move_to_end(key)  # least recently used first out
+    else:
         call = _Call(kernel, problem, backend_name, merged, index_dtype, beta.dtype)
         _CALLS[key] = call
         if len(_CALLS) > _CALLS_SIZE:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, DEVICES, check_available, device_spec, resolve_backend
+from ..backends import BACKENDS, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, batch_heads, plan, program_tasks
@@ -408,8 +408,7 @@ def check_plan_coverage(case: Case) -> Metrics:
     # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by the
     # batch-heads the kernel's tasks cover (B * HV, or B * H for a backward that sums grouped dk).
     NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
-    backend = BACKENDS[DEVICES[case.device][0] if case.device is not None else backend_name(case)]
-    group_dk = backend.groups_dk(case.config(), case.H, case.HV)
+    group_dk = BACKENDS[spec.name].groups_dk(case.config(), case.H, case.HV)
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
         BH = batch_heads(kernel, case.B, case.H, case.HV, group_dk)
