@@ -82,20 +82,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "    m_t = o_t < BT\n    # A^T read directly",
            "backward row mask dropped: a tail chunk reads the next sequence's rows into dA and A^T"),
     Mutant("bwd_k_column_mask_dropped", "kernels.py",
-           "        m_k = m_t[:, None] & (o_k[None, :] < K)\n"
-           "        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)\n"
-           "        b_dw = ",
-           "        m_k = m_t[:, None]\n"
-           "        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)\n"
-           "        b_dw = ",
+           "        m_k = m_t[:, None] & (o_k[None, :] < K)\n        # k and dw are read again",
+           "        m_k = m_t[:, None]\n        # k and dw are read again",
            "backward K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
            "        m_v = m_t[:, None] & (o_v[None, :] < V)\n"
            "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)\n        b_du",
+           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")",
            "        m_v = m_t[:, None]\n"
            "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)\n        b_du",
+           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("A_dead_columns_read", "kernels.py",
            "    return tl.where(m_cols, x, 0.0).to(x.dtype)",
@@ -217,16 +213,15 @@ MUTANTS: tuple[Mutant, ...] = (
            "DOT_GUARD=False,",
            "kernels launched without the dot guard: A held and reused as a left operand across tiles",
            emulated=True),
-    Mutant("fwd_v_loop_A_reload_dropped", "kernels.py",
-           "b_u = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_v",
-           "b_u = _mm(b_A, b_v",
-           "forward V loop reuses the held A as the left operand of every tile's dot",
+    Mutant("fwd_A_reload_dropped", "kernels.py",
+           "b_o = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_x",
+           "b_o = _mm(b_A, b_x",
+           "forward tile loops reuse the held A as the left operand of every tile's dot",
            emulated=True),
-    Mutant("fwd_k_loop_A_reload_dropped", "kernels.py",
-           "b_w = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_k",
-           "b_w = _mm(b_A, b_k",
-           "forward K loop reuses the held A as the left operand of every tile's dot",
-           emulated=True),
+    Mutant("fwd_fused_loop_shorter_side", "kernels.py",
+           "tl.range(0, NK if NK >= NV else NV, num_stages=1)",
+           "tl.range(0, NK if NK <= NV else NV, num_stages=1)",
+           "the unguarded forward's one loop over k and v tiles runs the shorter side's count (K != V)"),
     Mutant("bwd_k_loop_At_reload_dropped", "kernels.py",
            "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        if USE_G:",
            "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        if USE_G:",

@@ -184,6 +184,12 @@ def test_grouped_heads(case: Case) -> None:
     check("grouped_heads", case)
 
 
+@PROFILE.settings_for("containment")
+@given(case=_cases().filter(lambda c: c.chunk_bounds()))  # a case with tokens: a chunk to poison
+def test_containment(case: Case) -> None:
+    check("containment", case)
+
+
 @PROFILE.settings_for("plan_coverage")
 @given(case=plan_cases(SIZES, BACKEND))
 def test_plan_coverage(case: Case) -> None:

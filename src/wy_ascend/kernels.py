@@ -108,10 +108,11 @@ def _mm(a, b, LOWP_DOT: tl.constexpr):
 
 
 @triton.jit
-def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr):
+def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr, EVICT: tl.constexpr = ""):
     """A tile that feeds dots: kept in its bf16 storage type with LOWP_DOT (the dot
-    rounds to bf16 anyway; fp32 arithmetic on it promotes exactly), else fp32."""
-    x = tl.load(ptr, mask=mask, other=0.0)
+    rounds to bf16 anyway; fp32 arithmetic on it promotes exactly), else fp32. ``EVICT`` is
+    the load's cache eviction hint (a PTX hint on CUDA; no effect on the values)."""
+    x = tl.load(ptr, mask=mask, other=0.0, eviction_policy=EVICT)
     if not LOWP_DOT:
         x = x.to(tl.float32)
     return x  # one return: compiled Triton checks every return of a jit function has one type
@@ -135,6 +136,20 @@ def _A_for_dot(held, ptr, m_rows, m_cols, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.
     if DOT_GUARD:
         b = _load_A(ptr, m_rows, m_cols, LOWP_DOT)
     return b
+
+
+@triton.jit
+def _tile(o_t, m_t, i, BX: tl.constexpr, X, row_stride):
+    """In-tile offsets and mask of tile ``i`` (BX wide) of a [rows, X] slab with ``row_stride``."""
+    o_x = i * BX + tl.arange(0, BX)
+    return o_t[:, None] * row_stride + o_x[None, :], m_t[:, None] & (o_x[None, :] < X)
+
+
+@triton.jit
+def _fwd_out(b_x, b_scale, b_A, p_A, m_Ar, m_Ac, p_out, mask, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
+    """Store A @ (x * scale) for one x tile (u from v and beta, w from k and beta * exp2(g))."""
+    b_o = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_x * b_scale[:, None], LOWP_DOT)
+    tl.store(p_out, b_o.to(p_out.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -164,22 +179,32 @@ def _fwd_task(
 
     p_v = v + (row0 * HV + i_h) * V
     p_u = u + (row0 * HV + i_h) * V
-    for i_v in tl.range(0, NV, num_stages=1):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_v = m_t[:, None] & (o_v[None, :] < V)
-        o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
-        b_u = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_v * b_beta[:, None], LOWP_DOT)
-        tl.store(p_u + o_x, b_u.to(u.dtype.element_ty), mask=m_v)
-
     p_k = k + (row0 * H + i_hk) * K
     p_w = w + (row0 * HV + i_h) * K
-    for i_k in tl.range(0, NK, num_stages=1):
-        o_k = i_k * BK + tl.arange(0, BK)
-        m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
-        b_w = _mm(_A_for_dot(b_A, p_A, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_k * b_kscale[:, None], LOWP_DOT)
-        tl.store(p_w + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
+    if DOT_GUARD:
+        # Ascend: one x tile in the unified buffer at a time (planning.UB_MODEL counts one).
+        for i_v in tl.range(0, NV, num_stages=1):
+            o_u, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
+            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT)
+            _fwd_out(b_v, b_beta, b_A, p_A, m_Ar, m_Ac, p_u + o_u, m_v, LOWP_DOT, DOT_GUARD)
+        for i_k in tl.range(0, NK, num_stages=1):
+            o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
+            o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)  # k's rows hold H heads, w's HV
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT)
+            _fwd_out(b_k, b_kscale, b_A, p_A, m_Ar, m_Ac, p_w + o_w, m_k, LOWP_DOT, DOT_GUARD)
+    else:
+        # One loop over both: a v tile and a k tile are in flight before the first dot, so a task
+        # waits on memory once per tile pair, not twice (H200: 0.96-1.04x fla-core -> 0.98-0.99x on
+        # the headline shapes but the first, docs/nightly-h200.md session 9). Where NK != NV the
+        # shorter side's extra tiles are masked out whole (no memory traffic, a dot of zeros).
+        for i in tl.range(0, NK if NK >= NV else NV, num_stages=1):
+            o_u, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
+            o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
+            o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
+            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT)
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT)
+            _fwd_out(b_v, b_beta, b_A, p_A, m_Ar, m_Ac, p_u + o_u, m_v, LOWP_DOT, DOT_GUARD)
+            _fwd_out(b_k, b_kscale, b_A, p_A, m_Ar, m_Ac, p_w + o_w, m_k, LOWP_DOT, DOT_GUARD)
 
 
 @triton.jit
@@ -232,8 +257,9 @@ def _bwd_task(
     for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
-        b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT)
+        # k and dw are read again by the dk loop below: kept in L2 (evict_last)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
+        b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
         b_kb = b_k * b_kscale[:, None]
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         if USE_G:
@@ -259,8 +285,8 @@ def _bwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v[None, :] < V)
         o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT)
-        b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT)
+        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")  # read once
+        b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
         b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
         b_db += tl.sum(b_dvb * b_v, 1)
         tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
@@ -289,7 +315,7 @@ def _bwd_task(
         m_k = m_t[:, None] & (o_k[None, :] < K)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
-        b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT)
+        b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         b_Si = b_S
         if DOT_GUARD:

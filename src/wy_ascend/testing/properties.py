@@ -399,6 +399,54 @@ def check_grouped_heads(case: Case) -> Metrics:
     return metrics
 
 
+def poisoned_block(case: Case) -> tuple[int, int, int, int]:
+    """The block ``check_containment`` poisons: (batch, first token, end token, key head) of one chunk
+    of the case, picked from its seed (the chunk ``seed mod chunks``, the key head ``seed // chunks mod H``)."""
+    chunks = case.chunk_bounds()
+    if not chunks:
+        raise PropertyFailure("containment needs a case with at least one chunk")
+    b, start, end = chunks[case.seed % len(chunks)]
+    return b, start - b * case.T, end - b * case.T, (case.seed // len(chunks)) % case.H
+
+
+def check_containment(case: Case) -> Metrics:
+    """NaN in every input of one chunk and key head (k of that head; v, beta, g, A, dw, du of its
+    HV/H value heads) stays inside that chunk and those heads: every other output element is
+    bit-identical to the clean run's. The WY step is local to a chunk and a head group by its
+    math, so this holds for any layout, variant and launch; a read across a chunk's or a head's
+    bounds (a mask one row too wide, a wrong stride, a neighbour's rows multiplied by zero) or a
+    store outside its task carries the NaN out. The oracle's relative RMS can miss an error
+    confined to a few rows of a large case; this cannot."""
+    b, t0, t1, hk = poisoned_block(case)
+    G = case.HV // case.H
+    heads = slice(hk * G, (hk + 1) * G)
+    inputs = build_inputs(case)
+    clean = run_ops(case, inputs)
+    with phase("inputs"):
+        poisoned = []
+        for name, x in zip(inputs._fields, inputs):
+            if x is not None and name != "cu_seqlens":
+                x = x.clone()
+                x[b, t0:t1, hk if name == "k" else heads] = float("nan")
+            poisoned.append(x)
+    dirty = run_ops(case, Inputs(*poisoned))
+
+    def outside(out: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor | None]:
+        """The outputs with the poisoned block zeroed (dk per key head, the others per value head)."""
+        kept: dict[str, torch.Tensor | None] = {}
+        for name, x in out.items():
+            if x is not None:
+                x = x.clone()
+                x[b, t0:t1, hk if name == "dk" else heads] = 0
+            kept[name] = x
+        return kept
+
+    metrics = _bitwise(f"NaN in chunk tokens {t0}:{t1} of batch {b}, key head {hk} reached other outputs",
+                       outside(dirty), outside(clean), FWD_NAMES + BWD_NAMES)
+    metrics["block"] = {"batch": b, "tokens": [t0, t1], "key_head": hk}
+    return metrics
+
+
 def check_plan_coverage(case: Case) -> Metrics:
     """On the case's device spec (``plan_spec``), the planner plans each kernel exactly when the
     UB model says it fits (``plannable``); every plan covers each (chunk, head) task exactly once
@@ -621,6 +669,7 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "memory_layout": check_memory_layout,
     "varlen_split": check_varlen_split,
     "grouped_heads": check_grouped_heads,
+    "containment": check_containment,
     "plan_coverage": check_plan_coverage,
     "bad_input": check_bad_input,
     "perf": check_perf,
