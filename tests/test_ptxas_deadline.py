@@ -103,6 +103,7 @@ def test_a_runaway_config_is_skipped_on_cuda(tmp_path: Path) -> None:
                REAL_PTXAS=knobs.nvidia.ptxas.path, TRITON_PTXAS_PATH=_fake_ptxas(tmp_path, HANG_ON_TWO_WARPS),
                WY_ASCEND_PTXAS_TIMEOUT="10", WY_ASCEND_AUTOTUNE="1", WY_ASCEND_BACKEND="cuda",
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)  # the cpu backend's conftest may have set it in this process
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-c", CALL], env=env, capture_output=True, text=True, timeout=400)
     took = time.monotonic() - start
