@@ -244,13 +244,14 @@ def _install_emulation_once() -> None:
                     "tl.dot with both operands in one tile's storage (a tile and its transposition, or two views of "
                     "one tile): Ascend's dot may clobber its left operand before it reads the right one; pass a copy "
                     f"taken before the dot (tile + 0.0) or a reload as one operand; at {_kernel_location()}")
-            # numpy computes x @ x.T by a symmetric product (syrk), whose rounding differs from the
-            # general one: a copy keeps a dot's bits independent of whether its operands alias.
-            b = type(b)(b.data.copy(), b.dtype)
-        if not _STATE.active:
-            return create_dot(self, a, b, *args)
-        out = create_dot(self, a, b, *args)
-        _poison(a)
+        # C-contiguous copies of both operands: numpy's BLAS picks its kernel by the operands' layout
+        # (x @ x.T runs a symmetric product, a transposed view a transposed gemm) and, on some CPUs,
+        # those round differently: the copies keep a dot's bits independent of how its operands were
+        # made (a tile, its transposition, a reload), as variants that differ only there must agree.
+        out = create_dot(self, type(a)(np.array(a.data, order="C"), a.dtype), type(b)(np.array(b.data, order="C"), b.dtype),
+                         *args)
+        if _STATE.active:
+            _poison(a)
         return out
 
     def load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:

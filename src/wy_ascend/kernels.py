@@ -108,10 +108,11 @@ def _mm(a, b, LOWP_DOT: tl.constexpr):
 
 
 @triton.jit
-def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr, EVICT: tl.constexpr = ""):
+def _load_operand(ptr, mask, LOWP_DOT: tl.constexpr, EVICT: tl.constexpr):
     """A tile that feeds dots: kept in its bf16 storage type with LOWP_DOT (the dot
     rounds to bf16 anyway; fp32 arithmetic on it promotes exactly), else fp32. ``EVICT`` is
-    the load's cache eviction hint (a PTX hint on CUDA; no effect on the values)."""
+    the load's cache eviction hint ("": none; a PTX hint on CUDA, no effect on the values). It has
+    no default: upstream Triton passes a jit helper's default as a plain str, not a constexpr."""
     x = tl.load(ptr, mask=mask, other=0.0, eviction_policy=EVICT)
     if not LOWP_DOT:
         x = x.to(tl.float32)
@@ -123,7 +124,7 @@ def _load_A(ptr, m_rows, m_cols, LOWP_DOT: tl.constexpr):
     """An A (or A^T) tile: loaded under the mask of A's token rows only, then its columns past
     the chunk's end zeroed in registers. A row holds all BT columns, so the load stays in
     bounds; a mask that varied along the contiguous columns would cost the vector loads."""
-    x = _load_operand(ptr, m_rows, LOWP_DOT)
+    x = _load_operand(ptr, m_rows, LOWP_DOT, "")
     return tl.where(m_cols, x, 0.0).to(x.dtype)
 
 
@@ -185,12 +186,12 @@ def _fwd_task(
         # Ascend: one x tile in the unified buffer at a time (planning.UB_MODEL counts one).
         for i_v in tl.range(0, NV, num_stages=1):
             o_u, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
-            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT)
+            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT, "")
             _fwd_out(b_v, b_beta, b_A, p_A, m_Ar, m_Ac, p_u + o_u, m_v, LOWP_DOT, DOT_GUARD)
         for i_k in tl.range(0, NK, num_stages=1):
             o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
             o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)  # k's rows hold H heads, w's HV
-            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT)
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "")
             _fwd_out(b_k, b_kscale, b_A, p_A, m_Ar, m_Ac, p_w + o_w, m_k, LOWP_DOT, DOT_GUARD)
     else:
         # One loop over both: a v tile and a k tile are in flight before the first dot, so a task
@@ -201,8 +202,8 @@ def _fwd_task(
             o_u, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
             o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
             o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
-            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT)
-            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT)
+            b_v = _load_operand(p_v + o_u, m_v, LOWP_DOT, "")
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "")
             _fwd_out(b_v, b_beta, b_A, p_A, m_Ar, m_Ac, p_u + o_u, m_v, LOWP_DOT, DOT_GUARD)
             _fwd_out(b_k, b_kscale, b_A, p_A, m_Ar, m_Ac, p_w + o_w, m_k, LOWP_DOT, DOT_GUARD)
 
@@ -273,7 +274,7 @@ def _bwd_task(
         elif LOWP_DOT:
             # k^T loaded on its own: triton 3.6 miscompiles a bf16 dot of one loaded tile with its
             # own transpose next to another dot in a pipelined loop (tests/test_triton_bf16_repro.py).
-            b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT)
+            b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT, "")
         else:
             b_kt = tl.trans(b_k)
         b_kk += _mm(b_k, b_kt, LOWP_DOT)
@@ -313,7 +314,7 @@ def _bwd_task(
     for i_k in tl.range(0, NK, num_stages=1):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "")
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
