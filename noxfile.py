@@ -6,6 +6,7 @@
     nox -s fuzz -- --profile nightly --backend npu -n 8    # one xdist worker per NPU
     nox -s regress -- --backend cuda     # replay every case in regressions/
     nox -s bench -- --backend cuda
+    nox -s lower_cuda                    # the cuda specializations through upstream Triton (own environment)
     nox --no-venv -s fuzz -- --backend npu   # use the current environment (preinstalled torch_npu/CANN)
 
 The backend (``--backend NAME`` in the posargs, else ``WY_ASCEND_BACKEND``, else cpu) picks the
@@ -41,6 +42,7 @@ BACKENDS = ("cpu", "cuda", "npu", "npu-cuda")
 EXTRA = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
 TORCH_CPU = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+UPSTREAM_TRITON = "triton==3.6.0"  # what the lent H200s run (nox -s lower_cuda)
 WHEELS = Path(os.environ.get("WY_ASCEND_WHEELS", "/opt/wheels"))
 VERSIONS = """
 import platform, sys
@@ -89,16 +91,21 @@ def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) 
             session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
         else:
             if EXTRA[backend] == "cpu":
-                # torch first, from a CPU-only source: ".[cpu]" alone would let pip pick a CUDA build.
-                if sorted(WHEELS.glob("torch-2.13.0*cpu*.whl")) if WHEELS.is_dir() else []:
-                    session.install(TORCH_CPU, "--find-links", str(WHEELS))
-                else:
-                    session.install("torch", "--index-url", TORCH_CPU_INDEX)
+                install_torch_cpu(session)
             session.install("-e", spec, *packages)
             with stamp.open("a") as f:
                 f.write(wanted + "\n")
     session.run("python", "-c", VERSIONS, backend, log=False)
     return backend
+
+
+def install_torch_cpu(session: nox.Session) -> None:
+    """torch from a CPU-only source (the local wheel, else PyTorch's CPU index): installed first, as
+    a package's plain ``torch`` requirement alone would let pip pick a multi-GB CUDA build."""
+    if sorted(WHEELS.glob("torch-2.13.0*cpu*.whl")) if WHEELS.is_dir() else []:
+        session.install(TORCH_CPU, "--find-links", str(WHEELS))
+    else:
+        session.install("torch", "--index-url", TORCH_CPU_INDEX)
 
 
 def use_shared_env(session: nox.Session, name: str) -> str:
@@ -228,6 +235,24 @@ def lint(session: nox.Session) -> None:
 def lower(session: nox.Session) -> None:
     """Ahead-of-time lowering of every npu and cuda specialization, on the CPU (python -m wy_ascend.lowering)."""
     install(session)
+    session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
+
+
+@nox.session(name="lower_cuda", default=False, venv_backend="none")
+def lower_cuda(session: nox.Session) -> None:
+    """The cuda specializations lowered by upstream Triton (UPSTREAM_TRITON, the H200's) on the CPU:
+    NVIDIA's frontend and passes to ttgir for sm_90 (python -m wy_ascend.lowering under upstream
+    triton). Its frontend rejects code triton-ascend's accepts, which ``lower`` cannot see. Its own
+    environment, ``.nox/cuda-lower``: torch for the CPU, upstream triton, the package without deps."""
+    if use_shared_env(session, "cuda-lower") == "install":
+        stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
+        wanted = _install_key(".", (UPSTREAM_TRITON,))
+        if not (stamp.is_file() and wanted in stamp.read_text().splitlines()):
+            install_torch_cpu(session)
+            session.install(UPSTREAM_TRITON, "numpy<2.3")
+            session.install("-e", ".", "--no-deps")
+            with stamp.open("a") as f:
+                f.write(wanted + "\n")
     session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
 
 

@@ -101,6 +101,12 @@ OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_
 # The compiler stages lowered per backend: the npu backend's full CPU pipeline; for cuda only
 # the stages Triton's frontend shares across targets (ttadapter is Ascend's).
 STAGES = {"npu": ("ttir", "ttadapter"), "cuda": ("ttir",)}
+# Under upstream Triton (``toolchain() == "upstream"``: a cuda environment, ``nox -s lower_cuda``) the
+# cuda specializations go through NVIDIA's own frontend and passes for an H200 (sm_90) down to
+# ttgir: upstream's frontend rejects code triton-ascend's accepts (session 9: a jit helper's str
+# default, which failed every cuda compile on the H200). The npu ones need triton-ascend.
+UPSTREAM_STAGES = ("ttir", "ttgir")
+UPSTREAM_TARGET = ("cuda", 90, 32)
 CACHE_VERSION = 2
 CACHE_FILES_KEPT = 10
 # The kernels lowered by default, as a reference the worker processes import.
@@ -156,7 +162,7 @@ class Spec:
 
     @property
     def stages(self) -> tuple[str, ...]:
-        return STAGES[self.backend]
+        return UPSTREAM_STAGES if toolchain() == "upstream" else STAGES[self.backend]
 
     @property
     def has_ub(self) -> bool:
@@ -318,16 +324,30 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
 
 
 @functools.cache
+def toolchain() -> str:
+    """"ascend" where the installed triton is triton-ascend's, else "upstream" (NVIDIA's backend)."""
+    import importlib.util
+
+    return "ascend" if importlib.util.find_spec("triton.backends.ascend") is not None else "upstream"
+
+
+@functools.cache
 def _toolchain() -> tuple[Any, Any, Any, dict[str, Callable[..., Any]]]:
-    """(target, backend, options, stages) of triton-ascend's npu compiler, built once per process."""
+    """(target, backend, options, stages) of triton-ascend's npu compiler, or under upstream Triton
+    of its cuda compiler for UPSTREAM_TARGET, built once per process."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
-    target = GPUTarget("npu", TARGET_ARCH, 0)
+    target = GPUTarget("npu", TARGET_ARCH, 0) if toolchain() == "ascend" else GPUTarget(*UPSTREAM_TARGET)
     backend = make_backend(target)
     options = backend.parse_options({})
     stages: dict[str, Callable[..., Any]] = {}
-    backend.add_stages(stages, options)
+    if toolchain() == "ascend":
+        backend.add_stages(stages, options)
+    else:
+        from triton.backends.compiler import Language
+
+        backend.add_stages(stages, options, Language.TRITON)
     return target, backend, options, stages
 
 
@@ -395,11 +415,21 @@ def lower(
     raises for a compile error. Needs a process whose triton was imported without
     TRITON_INTERPRET=1 (see _Workers)."""
     from triton._C.libtriton import ir
-    from triton.backends.ascend.compiler import AscendAttrsDescriptor
     from triton.compiler.compiler import ASTSource
 
     target, backend, options, stage_fns = _toolchain()
-    src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(divisibility_hints(fn, signature, aligned)))
+    hints = divisibility_hints(fn, signature, aligned)
+    if toolchain() == "ascend":
+        from triton.backends.ascend.compiler import AscendAttrsDescriptor
+
+        src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
+        make_ir_args: tuple[Any, ...] = (options,)
+    else:  # upstream: constants and attributes keyed by parameter path, None arguments as constexprs
+        index = {p.name: p.num for p in fn.params}
+        signature = {name: "constexpr" if name in constants else ty for name, ty in signature.items()}
+        src = ASTSource(fn, signature, {(index[n],): v for n, v in constants.items()},
+                        {(i,): [["tt.divisibility", 16]] for i in hints})
+        make_ir_args = (target, options)
     # a fixed "hash": make_ttir would otherwise hash the printed module (slow, unused here)
     metadata = {"hash": "wy_ascend.lowering", "target": target, **options.__dict__}
     stage = "frontend"
@@ -409,7 +439,8 @@ def lower(
                 context = ir.context()
                 ir.load_dialects(context)
                 backend.load_dialects(context)
-                module = src.make_ir(options, backend.get_codegen_implementation(), backend.get_module_map(), context)
+                codegen = backend.get_codegen_implementation(*(() if toolchain() == "ascend" else (options,)))
+                module = src.make_ir(*make_ir_args, codegen, backend.get_module_map(), context)
                 for stage in stages:
                     module = stage_fns[stage](module, metadata)
         except Exception as e:  # every compiler error is a reported failure, not a crash
@@ -516,14 +547,14 @@ def cache_salt() -> str:
     """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
     nothing else from the project), triton-ascend (frontend, language, passes: triton's own
     cache key; the adapter binary) and the compile options."""
-    from triton.backends.ascend.utils import _get_triton_adapter_opt_path
     from triton.compiler.compiler import triton_key
 
     target, _, options, _ = _toolchain()
-    parts = [
-        str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)),
-        triton_key(), _sha256_file(_get_triton_adapter_opt_path()), str(target), options.hash(),
-    ]
+    parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), triton_key(), str(target), options.hash()]
+    if toolchain() == "ascend":
+        from triton.backends.ascend.utils import _get_triton_adapter_opt_path
+
+        parts.append(_sha256_file(_get_triton_adapter_opt_path()))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -675,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ub_bytes is None or args.ub_bytes < 1 or args.jobs < 1:
         parser.error("--ub-bytes and --jobs must be positive")
     specs, skips = enumerate_specs(args.ub_bytes)
+    if toolchain() == "upstream":  # NVIDIA's compiler: the cuda specializations only (the npu ones need triton-ascend)
+        specs, skips = [s for s in specs if s.backend == "cuda"], []
     if args.list:
         for spec in specs:
             print(spec.label)
@@ -685,7 +718,9 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     cache = None if args.no_cache else ResultCache(args.cache_dir, cache_salt())
-    print(f"triton-ascend {triton.__version__}, target npu {TARGET_ARCH}, ub_bytes {args.ub_bytes}, "
+    target = f"npu {TARGET_ARCH}" if toolchain() == "ascend" else f"cuda sm_{UPSTREAM_TARGET[1]} (stages {UPSTREAM_STAGES})"
+    name = "triton-ascend" if toolchain() == "ascend" else "triton"
+    print(f"{name} {triton.__version__}, target {target}, ub_bytes {args.ub_bytes}, "
           f"jobs {args.jobs}, cache {cache.path if cache else 'off'}; {len(specs)} specializations = {_counts(specs)}",
           flush=True)
     start = time.perf_counter()

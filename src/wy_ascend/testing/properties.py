@@ -423,13 +423,14 @@ def check_containment(case: Case) -> Metrics:
     inputs = build_inputs(case)
     clean = run_ops(case, inputs)
     with phase("inputs"):
-        poisoned = []
-        for name, x in zip(inputs._fields, inputs):
-            if x is not None and name != "cu_seqlens":
+        poisoned = {}
+        for name in ("k", "v", "beta", "A", "g", "dw", "du"):
+            x = getattr(inputs, name)
+            if x is not None:
                 x = x.clone()
                 x[b, t0:t1, hk if name == "k" else heads] = float("nan")
-            poisoned.append(x)
-    dirty = run_ops(case, Inputs(*poisoned))
+                poisoned[name] = x
+    dirty = run_ops(case, inputs._replace(**poisoned))
 
     def outside(out: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor | None]:
         """The outputs with the poisoned block zeroed (dk per key head, the others per value head)."""
