@@ -547,7 +547,10 @@ def cache_salt() -> str:
     """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
     nothing else from the project), triton-ascend (frontend, language, passes: triton's own
     cache key; the adapter binary) and the compile options."""
-    from triton.compiler.compiler import triton_key
+    if toolchain() == "ascend":
+        from triton.compiler.compiler import triton_key
+    else:
+        from triton.runtime.cache import triton_key  # upstream 3.6 moved it
 
     target, _, options, _ = _toolchain()
     parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), triton_key(), str(target), options.hash()]
