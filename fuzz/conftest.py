@@ -361,7 +361,9 @@ class FuzzReport:
         total = sum(p["cases"] for p in properties.values())
         props = {
             name: {**{k: round(v, 3) if isinstance(v, float) else v for k, v in p.items()},
-                   "time": {c: round(v, 3) for c, v in p["time"].items()},
+                   # microseconds: a phase of one fast case (drawing it, the runner's round trip) can
+                   # take under half a millisecond, which a millisecond rounding reported as no time
+                   "time": {c: round(v, 6) for c, v in p["time"].items()},
                    "cases_per_second": rate(p["cases"], p["seconds"]),
                    "warm_cases_per_second": rate(p["warm_cases"], p["warm_seconds"])}
             for name, p in sorted(properties.items())

@@ -230,7 +230,7 @@ def test_the_report_accounts_for_the_wall_time_and_counts_specializations_and_th
     for c in CASE_COLUMNS:  # the run's columns are the properties' summed
         assert t["columns"][c] == pytest.approx(sum(p["time"][c] for p in doc["properties"].values()), abs=0.01)
     oracle, plan = doc["properties"]["oracle"]["time"], doc["properties"]["plan_coverage"]["time"]
-    assert all(oracle[c] > 0 for c in ("generation", "inputs", "kernel", "oracle", "comparison", "runner"))
+    assert all(oracle[c] > 0 for c in ("generation", "inputs", "kernel", "oracle", "comparison", "runner")), oracle
     assert oracle["compile"] == oracle["cut_short"] == oracle["shrinking"] == 0  # the interpreter compiles nothing
     assert sum(oracle.values()) >= doc["properties"]["oracle"]["seconds"]  # the case's time, and the test's around it
     assert plan["generation"] > 0 and plan["shrinking"] > 0 and plan["kernel"] == plan["inputs"] == 0
