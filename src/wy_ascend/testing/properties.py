@@ -431,6 +431,10 @@ def check_containment(case: Case) -> Metrics:
                 x[b, t0:t1, hk if name == "k" else heads] = float("nan")
                 poisoned[name] = x
     dirty = run_ops(case, inputs._replace(**poisoned))
+    u_block = dirty["u"]
+    assert u_block is not None
+    if not bool(torch.isnan(u_block[b, t0:t1, heads]).all()):  # every row of A there is NaN: so is u
+        raise PropertyFailure("containment: the poisoned block's u is not all NaN (the NaN never reached the kernel)")
 
     def outside(out: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor | None]:
         """The outputs with the poisoned block zeroed (dk per key head, the others per value head)."""
