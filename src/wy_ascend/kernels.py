@@ -195,9 +195,10 @@ def _fwd_task(
             _fwd_out(b_k, b_kscale, b_A, p_A, m_Ar, m_Ac, p_w + o_w, m_k, LOWP_DOT, DOT_GUARD)
     else:
         # One loop over both: a v tile and a k tile are in flight before the first dot, so a task
-        # waits on memory once per tile pair, not twice (H200: 0.96-1.04x fla-core -> 0.98-0.99x on
-        # the headline shapes but the first, docs/nightly-h200.md session 9). Where NK != NV the
-        # shorter side's extra tiles are masked out whole (no memory traffic, a dot of zeros).
+        # waits on memory once per tile pair, not twice (H200, ours/fla-core on the four headline
+        # shapes: 0.964, 1.037, 1.033, 1.010 -> 0.988, 0.989, 0.977, 0.992; docs/nightly-h200.md
+        # session 9). Where NK != NV the shorter side's extra tiles are masked out whole (no memory
+        # traffic, a dot of zeros).
         for i in tl.range(0, NK if NK >= NV else NV, num_stages=1):
             o_u, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
             o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
