@@ -28,7 +28,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -85,18 +85,28 @@ def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) 
         session.log("no virtualenv (--no-venv): using the current environment as it is")
     elif env == "install":
         spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', *extras)))}]"
-        stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
-        wanted = _install_key(spec, packages)
-        if stamp.is_file() and wanted in stamp.read_text().splitlines():
-            session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
-        else:
+
+        def steps() -> None:
             if EXTRA[backend] == "cpu":
                 install_torch_cpu(session)
             session.install("-e", spec, *packages)
-            with stamp.open("a") as f:
-                f.write(wanted + "\n")
+
+        if not install_once(session, _install_key(spec, packages), steps):
+            session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
     session.run("python", "-c", VERSIONS, backend, log=False)
     return backend
+
+
+def install_once(session: nox.Session, key: str, steps: Callable[[], None]) -> bool:
+    """Run the install ``steps`` unless the session's environment records ``key`` (what they install,
+    ``_install_key``) as done; record it after. Returns whether they ran."""
+    stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
+    if stamp.is_file() and key in stamp.read_text().splitlines():
+        return False
+    steps()
+    with stamp.open("a") as f:
+        f.write(key + "\n")
+    return True
 
 
 def install_torch_cpu(session: nox.Session) -> None:
@@ -244,15 +254,13 @@ def lower_cuda(session: nox.Session) -> None:
     NVIDIA's frontend and passes to ttgir for sm_90 (python -m wy_ascend.lowering under upstream
     triton). Its frontend rejects code triton-ascend's accepts, which ``lower`` cannot see. Its own
     environment, ``.nox/cuda-lower``: torch for the CPU, upstream triton, the package without deps."""
+    def steps() -> None:
+        install_torch_cpu(session)
+        session.install(UPSTREAM_TRITON, "numpy<2.3")
+        session.install("-e", ".", "--no-deps")
+
     if use_shared_env(session, "cuda-lower") == "install":
-        stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
-        wanted = _install_key(".", (UPSTREAM_TRITON,))
-        if not (stamp.is_file() and wanted in stamp.read_text().splitlines()):
-            install_torch_cpu(session)
-            session.install(UPSTREAM_TRITON, "numpy<2.3")
-            session.install("-e", ".", "--no-deps")
-            with stamp.open("a") as f:
-                f.write(wanted + "\n")
+        install_once(session, _install_key(".", (UPSTREAM_TRITON,)), steps)
     session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
 
 

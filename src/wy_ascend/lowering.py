@@ -424,12 +424,14 @@ def lower(
 
         src = ASTSource(fn, signature, constants, AscendAttrsDescriptor.from_hints(hints))
         make_ir_args: tuple[Any, ...] = (options,)
+        codegen = backend.get_codegen_implementation()
     else:  # upstream: constants and attributes keyed by parameter path, None arguments as constexprs
         index = {p.name: p.num for p in fn.params}
         signature = {name: "constexpr" if name in constants else ty for name, ty in signature.items()}
         src = ASTSource(fn, signature, {(index[n],): v for n, v in constants.items()},
                         {(i,): [["tt.divisibility", 16]] for i in hints})
         make_ir_args = (target, options)
+        codegen = backend.get_codegen_implementation(options)
     # a fixed "hash": make_ttir would otherwise hash the printed module (slow, unused here)
     metadata = {"hash": "wy_ascend.lowering", "target": target, **options.__dict__}
     stage = "frontend"
@@ -439,7 +441,6 @@ def lower(
                 context = ir.context()
                 ir.load_dialects(context)
                 backend.load_dialects(context)
-                codegen = backend.get_codegen_implementation(*(() if toolchain() == "ascend" else (options,)))
                 module = src.make_ir(*make_ir_args, codegen, backend.get_module_map(), context)
                 for stage in stages:
                     module = stage_fns[stage](module, metadata)
@@ -547,17 +548,18 @@ def cache_salt() -> str:
     """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
     nothing else from the project), triton-ascend (frontend, language, passes: triton's own
     cache key; the adapter binary) and the compile options."""
-    if toolchain() == "ascend":
-        from triton.compiler.compiler import triton_key
-    else:
-        from triton.runtime.cache import triton_key  # upstream 3.6 moved it
-
     target, _, options, _ = _toolchain()
-    parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), triton_key(), str(target), options.hash()]
     if toolchain() == "ascend":
         from triton.backends.ascend.utils import _get_triton_adapter_opt_path
+        from triton.compiler.compiler import triton_key
 
-        parts.append(_sha256_file(_get_triton_adapter_opt_path()))
+        tools = [_sha256_file(_get_triton_adapter_opt_path())]
+    else:
+        from triton.runtime.cache import triton_key  # where upstream 3.6 keeps it
+
+        tools = []
+    parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), triton_key(), str(target), options.hash(),
+             *tools]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
