@@ -6,7 +6,9 @@
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median; the least of
 ``--rounds`` medians, the providers alternating), reports
-bandwidth as compulsory bytes / time against the H200's HBM peak, and the ratio to fla.
+bandwidth as compulsory bytes / time against the H200's HBM peak and against the device's
+measured copy bandwidth (``copy_frac``: testing/perf.py's ``device_limits``, what a pure streaming
+copy moves here; a kernel that must move its compulsory bytes cannot beat it), and the ratio to fla.
 Both backwards return dk per key head (fla sums its per-value-head dk over each group
 inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same. Each row also
 has ``first_s``: the first call's wall seconds (compile, and autotuning where it is on).
@@ -35,6 +37,7 @@ import torch
 
 import wy_ascend
 from benchmarks.shapes import GRID, H200_HBM_PEAK, SHAPES
+from wy_ascend.testing.perf import device_limits
 
 
 def _version(dist: str) -> str:
@@ -81,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm_jobs > 0 and not args.compile_only:
         _warm(names, args)
     rows: list[dict] = []
+    copy_bw = 0.0  # bytes per ms
     if not args.compile_only:
         _spin_up()
+        copy_bw = device_limits("cuda")[0]
+        print(f"copy bandwidth: {copy_bw / 1e6:.0f} GB/s", flush=True)
     for name in names:
         shape = table[name]
         x = shape.inputs("cuda")
@@ -114,22 +120,23 @@ def main(argv: list[str] | None = None) -> int:
         for prov, op, _, nbytes in calls:
             ms = best[prov, op]
             rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
-                             hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, first_s=first[prov, op]))
+                             hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, copy_frac=nbytes / ms / copy_bw,
+                             first_s=first[prov, op]))
         del x
         torch.cuda.empty_cache()
         if args.json and not args.compile_only:
-            _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds)
+            _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds, copy_bw=copy_bw)
     if args.compile_only:
         return 0
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
-    print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'ours/fla':>8s}")
+    print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'copy%':>6s} {'ours/fla':>8s}")
     for r in rows:
         ratio = ""
         if r["provider"] == "wy_ascend":
             ref = [q for q in rows if q["shape"] == r["shape"] and q["op"] == r["op"] and q["provider"] == "fla"]
             ratio = f"{r['ms'] / ref[0]['ms']:.2f}" if ref else ""
         print(f"{r['shape']:34s} {r['op']:4s} {r['provider']:10s} {r['ms']:8.3f} {r['GBps']:8.0f} "
-              f"{100 * r['hbm_frac']:5.1f}% {ratio:>8s}")
+              f"{100 * r['hbm_frac']:5.1f}% {100 * r['copy_frac']:5.1f}% {ratio:>8s}")
     return 0
 
 
@@ -160,8 +167,8 @@ def _warm(names: list[str], args: argparse.Namespace) -> None:
     print(f"warm-up: {len(names)} shapes in {len(procs)} processes, {time.perf_counter() - start:.0f} s", flush=True)
 
 
-def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1) -> None:
-    """The rows so far with the device, versions, command and warm-up (replaced atomically)."""
+def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1, copy_bw: float = 0.0) -> None:
+    """The rows so far with the device, versions, command, warm-up and copy bandwidth (replaced atomically)."""
     import triton
 
     versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
@@ -170,6 +177,7 @@ def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1) -> 
     with open(tmp, "w") as fh:
         json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
                        command=" ".join(["python", *sys.argv]), warm_jobs=warm_jobs, rounds=rounds,
+                       copy_GBps=copy_bw / 1e6,
                        autotune=os.environ.get("WY_ASCEND_AUTOTUNE", "1"), rows=rows), fh, indent=1)
     os.replace(tmp, path)
 
