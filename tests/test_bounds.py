@@ -44,3 +44,24 @@ def test_the_comparison_uses_those_bounds(chosen) -> None:
     with pytest.raises(PropertyFailure, match=r"u: rel_rms 2\.500e\+00 > tol 2\.000e\+00") as info:
         properties.compare_to_oracle(past, None, "float16")  # type: ignore[arg-type]
     assert "w:" not in str(info.value)
+
+
+def test_an_error_in_one_block_fails_where_the_whole_output_dilutes_it() -> None:
+    """5% off in one chunk and head of 160 is 0.4% of u's norm, inside the whole-output bound
+    (2u = 0.78% at least); against its own block (bound 2x 4 half-ulps) it fails, and the failure
+    names the block."""
+    from wy_ascend.testing.case import Case
+
+    case = Case(B=2, T=64 * 20, H=2, HV=4, K=16, V=16, BT=64, use_g=True, dtype="bfloat16", seed=3)
+    inputs = case.build_inputs()
+    exact = {n: r for n, r in properties.oracle_outputs(inputs).items() if r is not None}
+    got = {n: r.to(torch.bfloat16) for n, r in exact.items()}  # a kernel off by its output rounding only
+    blocks = properties.blocks_of(case, torch.device("cpu"))
+    properties.compare_to_oracle(got, inputs, "bfloat16", blocks)
+    got["u"][1, 640:704, 2] = (exact["u"][1, 640:704, 2] * 1.05).to(torch.bfloat16)  # chunk 30: batch 1, chunk 10
+    assert properties.compare_to_oracle(got, inputs, "bfloat16")["u"]["rel_rms"] < 0.005
+    with pytest.raises(PropertyFailure, match=r"u: rel_rms [45]\.\d+e-02 > tol .* on the block of chunk 30 \(rows "
+                       r"1920:1984 of the \[B\*T\] token axis, batch 1\) and value head 2") as info:
+        properties.compare_to_oracle(got, inputs, "bfloat16", blocks)
+    assert info.value.metrics["u"]["worst_block"]["tokens"] == [1920, 1984]
+    assert "w:" not in str(info.value)

@@ -241,7 +241,7 @@ class Case:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
 
-    def _token_chunks(self, cu: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def token_chunks(self, cu: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The number of chunks (from the fields: no device read) and, on ``cu``'s device, per token
         of the flattened [B*T] axis, its chunk, its row in that chunk and the chunk's length
         (``chunk_bounds``); ``cu`` holds the sequence bounds (cu_seqlens, or the B rows of T tokens)."""
@@ -270,7 +270,7 @@ class Case:
                                         gate=(B, T, HV), dw=(B, T, HV, K), du=(B, T, HV, V))
         beta = torch.sigmoid(beta)
         steps = torch.log2(torch.sigmoid(gate + 2.0))  # log2 of a forget gate, in (-inf, 0)
-        n_chunks, chunk, row, length = self._token_chunks(cu)
+        n_chunks, chunk, row, length = self.token_chunks(cu)
         if self.dist == "beta_extremes":
             beta = (draw(rng.uniform, beta_bit=(B, T, HV))[0] < 0.5).to(f64)
         elif self.dist == "repeated_keys":

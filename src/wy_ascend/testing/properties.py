@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
@@ -48,6 +48,7 @@ T = TypeVar("T")
 FP32_RTOL = 1e-5
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
 LOW_PRECISION_FACTOR = 4.0
+BLOCK_SLACK = 2.0  # the block bound's factor over the whole-output formula below float32 (_worst_block)
 # Knobs that re-partition the same work, or pick a kernel variant (operand reloads, the beta/g
 # layout, the Ascend emulation's bookkeeping), without changing any arithmetic.
 PARTITION_KNOBS = ("max_blocks", "num_cores", "mode", "max_tasks", "dot_guard", "gate_head_major", "emulate")
@@ -138,9 +139,13 @@ def _ratio(finite: float, diff: float, scale: float) -> float:
 
 
 def _read(rows: list[torch.Tensor]) -> list[list[float]]:
-    """The host values of equally shaped 1-D tensors, in one device-to-host transfer (a row on
-    the host, after an out-of-memory fallback, is first moved to the first row's device)."""
-    return torch.stack([r.to(rows[0].device) for r in rows]).tolist() if rows else []
+    """The host values of 1-D tensors, in one device-to-host transfer (a row on the host, after an
+    out-of-memory fallback, is first moved to the first row's device)."""
+    if not rows:
+        return []
+    flat = torch.cat([r.to(rows[0].device, torch.float64) for r in rows]).tolist()
+    ends = torch.tensor([r.numel() for r in rows]).cumsum(0).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -172,13 +177,18 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
 NUDGED = ("k", "v", "beta", "A", "dw", "du")  # what the kernels multiply (g only enters through exp2)
 
 
-def _bound_rows(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str) -> list[torch.Tensor]:
-    """``_norms`` rows of the bounds of the outputs ``ref`` (exact, of ``inputs``): per output its
-    rounding to ``dtype``, then per output ``nudged_outputs``; none for float32. Both relative to
+def _moved(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
+    """``nudged_outputs`` where the bound uses them (below float32), else none."""
+    return {} if dtype == "float32" else nudged_outputs(inputs, dtype)
+
+
+def _bound_rows(ref: dict[str, torch.Tensor], moved: dict[str, torch.Tensor | None],
+                dtype: str) -> list[torch.Tensor]:
+    """``_norms`` rows of the bounds of the exact outputs ``ref``: per output its rounding to
+    ``dtype``, then per output its ``moved`` (nudged) value; none for float32. Both relative to
     the exact output, like the error they bound."""
     if dtype == "float32":
         return []
-    moved = nudged_outputs(inputs, dtype)
     return [*(_norms(r.to(getattr(torch, dtype)), r) for r in ref.values()),
             *(_norms(moved[name], r) for name, r in ref.items())]  # type: ignore[arg-type]
 
@@ -195,7 +205,7 @@ def _bounds(dtype: str, ratios: list[float], n: int) -> list[dict[str, float]]:
 def error_bounds(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str) -> dict[str, dict[str, float]]:
     """Per output of ``ref`` (the exact outputs of ``inputs``): the bound ``compare_to_oracle``
     puts on its rel_rms in ``dtype`` (``tol``) and its terms (``_bounds``)."""
-    ratios = [_ratio(*row) for row in _read(_bound_rows(inputs, ref, dtype))]
+    ratios = [_ratio(*row) for row in _read(_bound_rows(ref, _moved(inputs, dtype), dtype))]
     return dict(zip(ref, _bounds(dtype, ratios, len(ref)), strict=True))
 
 
@@ -268,26 +278,104 @@ def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor |
 
 
 def check_oracle(case: Case) -> Metrics:
-    """Forward and backward outputs match the float64 oracle within ``error_bounds``."""
+    """Forward and backward outputs match the float64 oracle within ``error_bounds``, as wholes
+    and block by block (``Blocks``)."""
     inputs = build_inputs(case)
     got = run_ops(case, inputs)
     host_cu = torch.tensor(case.cu_seqlens) if case.cu_seqlens is not None else None  # the oracle's, read from the case
-    return compare_to_oracle(got, inputs._replace(cu_seqlens=host_cu), case.dtype)
+    return compare_to_oracle(got, inputs._replace(cu_seqlens=host_cu), case.dtype,
+                             blocks_of(case, float64_device(inputs.k.device)))
+
+
+class Blocks(NamedTuple):
+    """The oracle check's blocks: (chunk, head) pairs, the unit of work of the WY step. ``chunk``
+    maps each token row of the flattened [B*T] axis to its chunk (on the oracle's device);
+    ``bounds`` lists each chunk's (batch, first token, end token) (``Case.chunk_bounds``)."""
+
+    chunk: torch.Tensor
+    bounds: list[tuple[int, int, int]]
+
+
+def blocks_of(case: Case, device: torch.device) -> Blocks:
+    """The blocks of ``case``, their token map built on ``device``."""
+    cu = torch.arange(case.B + 1, device=device) * case.T if case.cu_seqlens is None else \
+        torch.tensor(case.cu_seqlens, device=device)
+    return Blocks(case.token_chunks(cu)[1], case.chunk_bounds())
+
+
+def _block_norms(x: torch.Tensor, chunk: torch.Tensor, n_chunks: int) -> torch.Tensor:
+    """||x|| per (chunk, head) of x [B, T, heads, ...]: [n_chunks, heads]."""
+    sq = x.reshape(chunk.numel(), x.shape[2], -1).square().sum(-1)
+    return sq.new_zeros(n_chunks, x.shape[2]).index_add_(0, chunk, sq).sqrt()
+
+
+def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: torch.Tensor | None, dtype: str,
+                 blocks: Blocks) -> torch.Tensor:
+    """``[q, block, rel_rms, tol]`` of the block (flat index ``chunk * heads + head``) whose error
+    is largest against its bound (q = rel_rms / tol), on the oracle's device.
+
+    A block's rel_rms and bound are the whole output's (``_bound``, its terms measured on the block)
+    relative to the block's scale: its own norm, or its share of the whole output's norm,
+    ``||ref|| sqrt(block elements / elements)``, where that is larger. Rounding error is local (a
+    block's outputs come from its own dots), so a kernel's error on a block scales with the block's
+    magnitudes like the whole output's with the whole; the share keeps a block whose exact values
+    cancel to nearly zero from being judged against its own tiny norm. Below float32 the bound is
+    ``BLOCK_SLACK`` times that formula: a block of a few elements does not average its roundings as
+    a whole output does, and the cuda backend's bf16 dot operands (emulated in
+    tests/test_lowp_dot_error.py) reached 1.01x the unslackened bound on one 6-token block's dg in
+    ~600 blocks, the whole outputs at most 0.71x."""
+    device = float64_device(out.device)
+    chunk = blocks.chunk.to(device)
+    n = len(blocks.bounds)
+    ref = ref.detach().to(device, torch.float64)
+    out = out.detach().to(device, torch.float64)
+
+    def norms(x: torch.Tensor) -> torch.Tensor:
+        return _block_norms(x, chunk, n)
+
+    per_row = ref[0, 0, 0].numel() if ref.numel() else 1
+    elems = torch.bincount(chunk, minlength=n).to(torch.float64)[:, None] * per_row
+    share = torch.linalg.vector_norm(ref) * torch.sqrt(elems / max(ref.numel(), 1))
+    scale = torch.maximum(norms(ref), share)
+
+    def rel(diff: torch.Tensor) -> torch.Tensor:
+        e = norms(diff)
+        return torch.where(scale > 0, e / scale, torch.where(e == 0, 0.0, math.inf))
+
+    err = rel(out - ref)
+    if dtype == "float32":
+        tol = torch.full_like(err, FP32_RTOL)
+    else:
+        assert moved is not None
+        rounded = rel(ref.to(getattr(torch, dtype)).to(torch.float64) - ref)
+        sensitivity = rel(moved.to(device, torch.float64) - ref)
+        tol = BLOCK_SLACK * torch.maximum(LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[dtype] / 2),
+                                          sensitivity)
+    q = torch.nan_to_num(err / tol, nan=math.inf).flatten()
+    i = torch.argmax(q)
+    return torch.stack((q[i], i.to(torch.float64), err.flatten()[i], tol.flatten()[i]))
 
 
 @phase("comparison")
-def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str) -> Metrics:
+def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype: str,
+                      blocks: Blocks | None = None) -> Metrics:
     """Metrics of the outputs ``got`` of ``inputs`` against the oracle; PropertyFailure naming
-    every output past its bound (``_bound``, with the rounding sensitivity for bf16/fp16).
+    every output past its bound (``_bound``, with the rounding sensitivity for bf16/fp16), as a
+    whole or, given ``blocks``, on any one block (``_worst_block``): an error confined to one
+    chunk and head of a large case dilutes in the whole output's rel_rms, not in its block's.
     Everything stays on the oracle's device up to one read of all the norms."""
     ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None}
+    moved = _moved(inputs, dtype)
     rows = []
     for name, r in ref.items():
         out = got[name]
         assert out is not None
         rows.append(_norms(out, r))
-    ratios = [_ratio(*row) for row in _read(rows + _bound_rows(inputs, ref, dtype))]
+    worst = [_worst_block(got[name], r, moved.get(name), dtype, blocks)  # type: ignore[arg-type]
+             for name, r in ref.items()] if blocks is not None and blocks.bounds else []
     n = len(ref)
+    read = _read(rows + _bound_rows(ref, moved, dtype) + worst)
+    ratios = [_ratio(*row) for row in read[:len(read) - len(worst)]]
     metrics: Metrics = {}
     failures = []
     for err, name, bound in zip(ratios[:n], ref, _bounds(dtype, ratios[n:], n), strict=True):
@@ -295,6 +383,14 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
         metrics[name] = {"rel_rms": err, "tol": tol, **{k: v for k, v in bound.items() if k == "sensitivity"}}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
+    for name, (q, flat, err, tol) in zip(ref, read[len(read) - len(worst):]):
+        chunk, head = divmod(int(flat), ref[name].shape[2])
+        b, t0, t1 = blocks.bounds[chunk]  # type: ignore[union-attr]
+        where = {"chunk": chunk, "batch": b, "tokens": [t0, t1], "head": head}
+        metrics[name]["worst_block"] = {**where, "rel_rms": err, "tol": tol}
+        if not q <= 1:
+            failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e} on the block of chunk {chunk} (rows {t0}:{t1} "
+                            f"of the [B*T] token axis, batch {b}) and {'key' if name == 'dk' else 'value'} head {head}")
     if failures:
         raise PropertyFailure("kernel differs from the float64 oracle: " + "; ".join(failures), metrics)
     return metrics
