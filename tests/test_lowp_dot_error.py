@@ -17,8 +17,15 @@ import pytest
 import torch
 
 from wy_ascend.testing.case import DISTRIBUTIONS, Case
-from wy_ascend.testing.properties import (LOW_PRECISION_FACTOR, UNIT_ROUNDOFF, blocks_of, compare_to_oracle,
-                                          error_bounds, oracle_outputs, rel_rms)
+from wy_ascend.testing.properties import (
+    LOW_PRECISION_FACTOR,
+    UNIT_ROUNDOFF,
+    blocks_of,
+    compare_to_oracle,
+    error_bounds,
+    oracle_outputs,
+    rel_rms,
+)
 
 
 def _r(x: torch.Tensor) -> torch.Tensor:
