@@ -18,6 +18,11 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
   converts fp32 to bf16 by truncation, which is off by up to one ulp (found by the
   fuzzer: regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off).
 
+Each bound holds for a whole output and, with its terms measured on the block, for every block
+(a chunk and a head: the WY step's unit of work), so an error confined to a few rows of a large
+case cannot hide in the whole output's norm (``_worst_block``; below float32 a block's bound is
+``BLOCK_SLACK`` = 2x the formula: a block of a few elements does not average its roundings).
+
 Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch) and
 the kernel-variant knobs (dot_guard, gate_head_major, emulate) must not change a single bit;
 knobs that change tile widths (ub_bytes, tile_cap) change summation order and are checked
