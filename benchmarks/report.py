@@ -109,6 +109,7 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
                      "name); it is produced by `python benchmarks/compare_peer.py --json <file>` on a CUDA machine.")
     latency = any(r.get("wall_ms") is not None for r in peer["rows"])
     first = any(r.get("first_s") is not None for r in peer["rows"])
+    copy = any(r.get("copy_frac") is not None for r in peer["rows"])
     lines += ["", f"Targets: ours / fla's time <= {HEADLINE_RATIO['fwd']}x forward and {HEADLINE_RATIO['bwd']}x "
               f"backward on the headline shapes, <= {GRID_RATIO}x on every shape of the grid (issue 13); ours >= "
               f"{TARGET_HBM['fwd']:.0%} of HBM peak forward, >= {TARGET_HBM['bwd']:.0%} backward (compulsory bytes "
@@ -116,11 +117,16 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
               "Times are `triton.testing.do_bench` medians of one op call each (device time, and host time where "
               "a call's host work outlasts its kernels)" + (
                   "; 'latency' is one synchronized call from an idle device, host overhead included." if latency
-                  else ".") + (" 'first s' is the first call's wall time in the timing process." if first else "")]
+                  else ".") + (" 'first s' is the first call's wall time in the timing process." if first else "")
+              + (f" 'of copy' is compulsory bytes / time against the device's measured copy bandwidth "
+                 f"({meta['copy_GBps']:,.0f} GB/s, bytes read + written by a 1 GiB device-to-device copy): what a "
+                 "kernel that moves its compulsory bytes once can approach, not exceed." if copy else "")]
     header = ("| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
               "HBM target |" + (" latency ours / fla ms |" if latency else "") + (" first s ours / fla |" if first
-                                                                                   else ""))
-    rule = "|---|---|---:|---:|---:|---:|---:|---:|---|---|" + ("---:|" if latency else "") + ("---:|" if first else "")
+                                                                                   else "")
+              + (" of copy ours / fla |" if copy else ""))
+    rule = ("|---|---|---:|---:|---:|---:|---:|---:|---|---|" + ("---:|" if latency else "") + ("---:|" if first else "")
+            + ("---:|" if copy else ""))
     lines_cmp = compare(peer["rows"])
     groups = (("Headline shapes", [c for c in lines_cmp if c["shape"] in SHAPES]),
               ("No-cliff grid", [c for c in lines_cmp if c["shape"] in GRID]),
@@ -137,12 +143,19 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
                 f"{_f(f.get('hbm_frac'), '.1%')} | <= {c['target']}x: {_met(c['ratio_met'], _f(c['ratio'], '.2f') + 'x')} | "
                 f"{_met(c['hbm_met'], _f(o.get('hbm_frac'), '.1%'))} |"
                 + (f" {_f(o.get('wall_ms'), '.3f')} / {_f(f.get('wall_ms'), '.3f')} |" if latency else "")
-                + (f" {_f(o.get('first_s'), '.1f')} / {_f(f.get('first_s'), '.1f')} |" if first else ""))
+                + (f" {_f(o.get('first_s'), '.1f')} / {_f(f.get('first_s'), '.1f')} |" if first else "")
+                + (f" {_f(o.get('copy_frac'), '.0%')} / {_f(f.get('copy_frac'), '.0%')} |" if copy else ""))
         n_ratio = [c["ratio_met"] for c in group if c["ratio_met"] is not None]
         worst = max((c for c in group if c["ratio"] is not None), key=lambda c: c["ratio"] / c["target"], default=None)
         lines += ["", f"{title}: time ratio target met {sum(n_ratio)}/{len(n_ratio)}" + (
             f"; worst against its bound: {worst['shape']} {worst['op']} at {worst['ratio']:.2f}x of <= {worst['target']}x."
             if worst else ".")]
+        if copy and title == "Headline shapes":
+            need = [f"{c['shape']} {c['op']} {c['fla']['copy_frac'] / c['target']:.0%}" for c in group
+                    if c["ratio_met"] is False and c["fla"] and c["fla"].get("copy_frac")]
+            if need:
+                lines += ["", "Where the target is not met, the fraction of the copy bandwidth its time needs "
+                          "(fla-core's fraction / the target): " + ", ".join(need) + "."]
     n_hbm = [c["hbm_met"] for c in lines_cmp if c["hbm_met"] is not None]
     lines += ["", f"HBM fraction targets met {sum(n_hbm)}/{len(n_hbm)}."]
     if plot_name:
