@@ -109,9 +109,23 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
     ran.clear()
     metrics = perf.measure(case, inputs, timer=once, device_timer=once)
     assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == metrics["bwd"]["device_ms"] == 0.5
-    fwd, _, bwd, _ = ran  # each op timed twice: do_bench and its device time
+    assert len(ran) == 2 * (perf.ROUNDS + 1)  # each op: ROUNDS do_bench medians, then its device time
+    fwd, bwd = ran[0], ran[perf.ROUNDS + 1]
     assert poisoned and not any(poisoned)
     want_fwd = recompute_w_u_fwd(k, v, beta, A, g, cu, backend="cpu")
     want_bwd = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend="cpu")
     for got, want in ((fwd, want_fwd), (bwd, want_bwd)):
         assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_providers_take_turns_and_the_least_median_counts() -> None:
+    """A warm-up transient stretches one round of each provider, not every round of the first."""
+    order: list[str] = []
+    times = {"ours": iter([9.0, 1.0, 2.0]), "peer": iter([3.0, 4.0, 0.5])}
+
+    def timer(fn):
+        order.append(fn())
+        return next(times[order[-1]])
+
+    assert perf.least_medians([lambda: "ours", lambda: "peer"], timer) == [1.0, 0.5]
+    assert order == ["ours", "peer"] * perf.ROUNDS
