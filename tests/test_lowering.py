@@ -113,7 +113,10 @@ def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
     assert all(lowp == {combo[-1] == "bfloat16"} for combo, lowp in by_combo.items())
     assert {s.footprint for s in cuda_specs} == {0} and not any(s.has_ub for s in cuda_specs)
     assert all(s.stages == ("ttir",) and s.label.startswith("cuda ") for s in cuda_specs)
-    assert len(cuda_specs) <= 1536  # a frontend + ttir lowering each (~0.1 s): minutes at most
+    # the grouped backward both ways (Backend.groups_dk picks by the grid's size); never without groups
+    assert {s.GROUP_DK for s in cuda_specs if s.kernel == "bwd" and s.HV > s.H} == {False, True}
+    assert not any(s.GROUP_DK for s in cuda_specs if s.kernel == "fwd" or s.HV == s.H)
+    assert len(cuda_specs) <= 1920  # a frontend + ttir lowering each (~0.1 s): minutes at most
     assert all(s.K_CONST == s.K and s.V_CONST == s.V for s in cuda_specs)  # dims compile-time (runtime_dims)
 
 

@@ -104,3 +104,22 @@ def test_a_spec_and_a_case_of_its_dims_agree() -> None:
         want = s.specialization
         # the case's gate and index dtypes are its own (gate = I/O dtype, cu_seqlens int64)
         assert got == type(want)(**{**want.__dict__, "gate_dtype": got.gate_dtype, "index_dtype": got.index_dtype})
+
+
+def test_the_cuda_backward_groups_heads_only_where_the_grouped_grid_fills_the_device() -> None:
+    """Backend.groups_dk: grouped heads on cuda run grouped from GROUP_DK_MIN_PROGRAMS programs
+    (chunks x B x H) up, per value head below; an explicit config decides; never without groups,
+    never on the NPU's shape; and a case's specializations follow the same choice."""
+    from wy_ascend.backends import BACKENDS, GROUP_DK_MIN_PROGRAMS, LaunchConfig
+    from wy_ascend.testing.case import Case
+
+    cuda, auto = BACKENDS["cuda"], LaunchConfig()
+    assert not cuda.groups_dk(auto, 1, 4, GROUP_DK_MIN_PROGRAMS - 1)
+    assert cuda.groups_dk(auto, 1, 4, GROUP_DK_MIN_PROGRAMS)
+    assert cuda.groups_dk(LaunchConfig(group_dk=True), 1, 4, 1)
+    assert not cuda.groups_dk(LaunchConfig(group_dk=False), 1, 4, 10**6)
+    assert not cuda.groups_dk(LaunchConfig(group_dk=True), 4, 4, 10**6)
+    assert not any(BACKENDS[b].groups_dk(auto, 1, 4, 10**6) for b in ("npu", "npu-cuda", "cpu"))
+    small = Case(B=1, T=1024, H=1, HV=4, K=16, V=16, BT=64, dtype="bfloat16", backend="cuda")  # 16 programs
+    large = small.replace(T=64 * GROUP_DK_MIN_PROGRAMS)
+    assert not small.specializations()["bwd"].GROUP_DK and large.specializations()["bwd"].GROUP_DK

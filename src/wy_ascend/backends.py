@@ -56,6 +56,9 @@ CPU_INTERPRETER_CORES = 4
 # they are used (Backend.lowp_dot says what each mode does and why).
 LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
+# The fewest programs (chunks x B x H) a grouped backward runs grouped with (Backend.groups_dk):
+# an H100's or H200's SM count, a constant so that every machine, device or not, makes one choice.
+GROUP_DK_MIN_PROGRAMS = 132
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 LOWP_MODES = ("one-tile", "multi-tile", "all")
 
@@ -170,13 +173,17 @@ class Backend:
                              "where a dot may clobber its left operand: pass emulate=False with it")
         return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate
 
-    def groups_dk(self, config: LaunchConfig, H: int, HV: int) -> bool:
+    def groups_dk(self, config: LaunchConfig, H: int, HV: int, programs: int) -> bool:
         """With grouped heads (HV > H), whether the backward runs one program per key head whose
         value heads go in order, summing dk in an fp32 buffer and rounding it once (GROUP_DK,
         kernels.py), instead of writing an fp32 dk per value head for a torch sum. On cuda it
-        saves the sum's pass over the G-times larger buffer (docs/nightly-h200.md session 8); the
-        NPU keeps the per-head tasks, which its core grid balances (not run on an NPU)."""
-        return HV > H and _given(config.group_dk, self.group_dk)
+        saves the sum's pass over the G-times larger buffer (docs/nightly-h200.md session 8), where
+        the grouped grid's ``programs`` (chunks x B x H) number at least GROUP_DK_MIN_PROGRAMS: a
+        smaller grid leaves SMs idle while each program runs its value heads one after another
+        (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads, took 8.3x the perf property's
+        bound). ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
+        its core grid balances (not run on an NPU)."""
+        return HV > H and _given(config.group_dk, self.group_dk and programs >= GROUP_DK_MIN_PROGRAMS)
 
     def runtime_dims(self, config: LaunchConfig) -> bool:
         """K and V as runtime kernel arguments (one compile per tiles, trip counts and alignment

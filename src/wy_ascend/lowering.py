@@ -71,7 +71,7 @@ from typing import Any, TextIO
 import torch
 
 from . import kernels as kernels_module
-from .backends import BACKENDS, LaunchConfig
+from .backends import BACKENDS, GROUP_DK_MIN_PROGRAMS, LaunchConfig
 from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
 from .specialization import Specialization, cdiv, const_dim, int_class
 
@@ -304,18 +304,20 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
             except UnsupportedProblemError as e:
                 skipped.setdefault((kernel, bt), []).append(str(e))
                 continue
-            spec = Spec(
-                kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
-                GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
-                DOT_GUARD=b.dot_guard, GROUP_DK=kernel == "bwd" and b.groups_dk(config, h, hv),
-                PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
-                index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
-                footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
-                runtime_dims=b.runtime_dims(config),
-            )
-            if spec.specialization not in seen:  # one lowering per compile (with runtime dims, K pairs share some)
-                seen.add(spec.specialization)
-                specs.append(spec)
+            # grouped heads: the backward's grouped-dk choice depends on the grid's size (Backend.groups_dk)
+            for group_dk in sorted({kernel == "bwd" and b.groups_dk(config, h, hv, n) for n in (1, GROUP_DK_MIN_PROGRAMS)}):
+                spec = Spec(
+                    kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
+                    GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
+                    DOT_GUARD=b.dot_guard, GROUP_DK=group_dk,
+                    PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
+                    index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
+                    footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
+                    runtime_dims=b.runtime_dims(config),
+                )
+                if spec.specialization not in seen:  # one lowering per compile (with runtime dims, K pairs share some)
+                    seen.add(spec.specialization)
+                    specs.append(spec)
     skips = [Skip(kernel, bt, len(reasons), reasons[0]) for (kernel, bt), reasons in skipped.items()]
     return specs, skips
 

@@ -65,7 +65,8 @@ class _Call:
         self.backend: Backend = resolve_backend(backend_name, problem.device)
         self.config = config
         spec = self.backend.spec(problem.device, self.config)
-        self.group_dk = kernel == "bwd" and self.backend.groups_dk(self.config, problem.H, problem.HV)
+        self.group_dk = kernel == "bwd" and self.backend.groups_dk(self.config, problem.H, problem.HV,
+                                                                   problem.NT * problem.B * problem.H)
         BH = batch_heads(kernel, problem.B, problem.H, problem.HV, self.group_dk)
         self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=BH, BT=problem.BT, K=problem.K, V=problem.V, spec=spec)
         self.kernel = kernel_for(self.backend, kernel)
@@ -74,7 +75,7 @@ class _Call:
         self.specialization: Specialization = of_launch(
             self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
             dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=index_dtype,
-            use_g=problem.use_g, varlen=problem.varlen)
+            use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR
         sp, p = self.specialization, problem

@@ -91,8 +91,9 @@ def const_dim(x: int, tile: int, always: bool) -> int:
 
 def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, H: int, HV: int,
               dtype: torch.dtype, gate_dtype: torch.dtype, index_dtype: torch.dtype | None, use_g: bool,
-              varlen: bool) -> Specialization:
-    """The specialization ops.py launches for this plan and problem (the same rules as its launch)."""
+              varlen: bool, group_dk: bool) -> Specialization:
+    """The specialization ops.py launches for this plan and problem (the same rules as its launch;
+    ``group_dk``: Backend.groups_dk's choice, which depends on the problem's size)."""
     dot_guard, head_major, _ = backend.variant(config)
     runtime = backend.runtime_dims(config)
     return Specialization(
@@ -103,7 +104,7 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
         # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
         GATE_HEAD_MAJOR=head_major and HV > 1,
         LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV), DOT_GUARD=dot_guard,
-        PERSISTENT=plan.mode == "persistent", GROUP_DK=plan.kernel == "bwd" and backend.groups_dk(config, H, HV),
+        PERSISTENT=plan.mode == "persistent", GROUP_DK=plan.kernel == "bwd" and group_dk,
         dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
         index_dtype=dtype_name(index_dtype) if varlen else None,
     )

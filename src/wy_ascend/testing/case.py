@@ -183,10 +183,11 @@ class Case:
         config = self.config(num_cores=1)
         spec = backend.spec(torch.device("cpu"), config)
         varlen = self.cu_seqlens is not None
+        group_dk = backend.groups_dk(config, self.H, self.HV, len(self.chunk_bounds()) * self.H)
         return {kernel: of_launch(backend, config, plan(kernel, NT=1, BH=1, BT=self.BT, K=self.K, V=self.V, spec=spec),
                                   BT=self.BT, K=self.K, V=self.V, H=self.H, HV=self.HV, dtype=self.torch_dtype,
                                   gate_dtype=self.torch_dtype, index_dtype=torch.int64 if varlen else None,
-                                  use_g=self.use_g, varlen=varlen)
+                                  use_g=self.use_g, varlen=varlen, group_dk=group_dk)
                 for kernel in ("fwd", "bwd")}
 
     def replace(self, **changes: Any) -> Case:

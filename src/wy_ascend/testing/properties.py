@@ -562,7 +562,7 @@ def check_plan_coverage(case: Case) -> Metrics:
     # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by the
     # batch-heads the kernel's tasks cover (B * HV, or B * H for a backward that sums grouped dk).
     NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
-    group_dk = BACKENDS[spec.name].groups_dk(case.config(), case.H, case.HV)
+    group_dk = BACKENDS[spec.name].groups_dk(case.config(), case.H, case.HV, NT * case.B * case.H)
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
         BH = batch_heads(kernel, case.B, case.H, case.HV, group_dk)
