@@ -10,11 +10,11 @@ touch /tmp/t0
 cp scratch_dev/s10/groupbench.py scratch_dev/tree/
 cd scratch_dev/tree
 export PYTHONPATH=$PWD/src:$PWD:/tmp/site
-WY_ASCEND_AUTOTUNE=0 timeout 150 python3 groupbench.py > $OUT/groupbench.log 2>&1
+WY_ASCEND_AUTOTUNE=0 timeout 130 python3 groupbench.py > $OUT/groupbench.log 2>&1
 echo "groupbench rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/groupbench.log
-timeout 100 python3 -m wy_ascend.cli replay regressions/perf-5d5548424a25.json --backend cuda > $OUT/replay.log 2>&1
+timeout 80 python3 -m wy_ascend.cli replay regressions/perf-5d5548424a25.json --backend cuda > $OUT/replay.log 2>&1
 echo "replay rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/replay.log
-L=$(( 470 - ($(date +%s) - T0) ))
+L=$(( 420 - ($(date +%s) - T0) ))
 ( WY_ASCEND_BACKEND=cuda WY_ASCEND_AUTOTUNE=0 timeout $L python3 -m pytest tests/test_ptxas_deadline.py tests/test_ops.py \
     tests/test_cuda_variant.py -n 6 -p no:cacheprovider -q -W ignore > $OUT/devtests.log 2>&1
   echo "devtests rc=$? at $(( $(date +%s) - T0 )) s" >> $OUT/devtests.log ) &
