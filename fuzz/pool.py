@@ -84,8 +84,12 @@ class Entry:
 
 def _instances(case: Case) -> list[Case]:
     """The cases whose launches make up ``case``'s entry: both launch shapes, and with grouped
-    heads the same with every key head repeated (grouped_heads runs that twin, H = HV)."""
+    heads the same with every key head repeated (grouped_heads runs that twin, H = HV) and, where
+    the backend has the variant, the backward grouped and per value head (Backend.groups_dk picks by
+    the grid's size; a pooled case may also draw the ``group_dk`` knob)."""
     twins = [case, case.replace(H=case.HV)] if case.H < case.HV else [case]
+    if case.H < case.HV and case.backend != "npu":
+        twins += [case.replace(knobs={**case.knobs, "group_dk": g}) for g in (False, True)]
     return [c.replace(knobs={**c.knobs, "mode": mode}) for c in twins for mode in MODES]
 
 

@@ -125,9 +125,9 @@ def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
     return draw(st.integers(16, sizes.max_dim))
 
 
-# Knobs that change the kernel a case compiles, its tiles or its grouped-dk variant (a pooled case
-# keeps its entry's specialization).
-TILE_KNOBS = ("tile_cap", "ub_bytes", "group_dk")
+# Knobs that change the kernel a case compiles through its tiles (a pooled case keeps its entry's
+# specializations; an entry holds both grouped-dk variants: fuzz/pool.py).
+TILE_KNOBS = ("tile_cap", "ub_bytes")
 
 
 def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:

@@ -53,6 +53,8 @@ def test_pooled_cases_launch_only_their_pools_specializations(backend, flags, mo
     assert len({c.BT for c in drawn}) > 1 and len({c.dtype for c in drawn}) > 1  # a night's pool is varied
     if flags.get("grouped"):
         assert all(c.HV > c.H for c in drawn)
+        if backend == "cuda":  # both grouped-dk variants, by size or by knob, from the pool's compiles
+            assert {c.specializations()["bwd"].GROUP_DK for c in drawn} == {False, True}
     if "varlen" in flags:
         assert all((c.cu_seqlens is not None) == flags["varlen"] for c in drawn)
 
