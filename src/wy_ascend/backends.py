@@ -474,8 +474,28 @@ def compiled_kernels() -> int:
     return sum(len(entry[0]) for per_device in caches for entry in per_device.values())
 
 
+FP32_DOT_ENV = "WY_ASCEND_FP32_DOT"
+FP32_DOT_MODES = ("ieee", "tf32x3")
+
+
+def check_fp32_dot(backend: Backend) -> None:
+    """``WY_ASCEND_FP32_DOT`` (kernels.FP32_DOT_TF32X3) is valid, is the value the kernels were
+    imported with, and asks for tf32x3 on the cuda backend only (triton-ascend and the
+    interpreter are not known to have it; npu-cuda stands for the NPU)."""
+    mode = os.environ.get(FP32_DOT_ENV) or "ieee"
+    if mode not in FP32_DOT_MODES:
+        raise ValueError(f"{FP32_DOT_ENV} must be one of {FP32_DOT_MODES}, got {mode!r}")
+    if mode == "tf32x3" and backend.name != "cuda":
+        raise ValueError(f"{FP32_DOT_ENV}=tf32x3 is for the cuda backend, not {backend.name!r}")
+    kernels = sys.modules.get(f"{__package__}.kernels")
+    if kernels is not None and bool(kernels.FP32_DOT_TF32X3) != (mode == "tf32x3"):
+        raise ValueError(f"{FP32_DOT_ENV}={mode} was set after the kernels were imported; set it before the "
+                         "process first uses wy_ascend's kernels")
+
+
 def kernel_for(backend: Backend, kernel_name: str) -> object:
     """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend``."""
+    check_fp32_dot(backend)
     if backend.autotune:
         return _autotuned(kernel_name)
     return _kernels(backend.interpret).KERNELS[kernel_name]

@@ -56,12 +56,20 @@ Guards for the triton-ascend traps (DESIGN.md section 3):
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
 RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
+# WY_ASCEND_FP32_DOT=tf32x3 (read once, when this module is imported; the cuda backend only:
+# backends.check_fp32_dot): the dots that take fp32 operands (fp32 and fp16 I/O) run as three TF32
+# tensor-core products (Triton's "tf32x3") instead of exact FMA loops. Off by default: offline it
+# cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/nightly-h200.md session
+# 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
+FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -99,9 +107,12 @@ def _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR: tl.constexpr):
 
 @triton.jit
 def _mm(a, b, LOWP_DOT: tl.constexpr):
-    """a @ b accumulated in fp32; operands exact fp32 (TF32 off) or rounded to bf16."""
+    """a @ b accumulated in fp32; operands exact fp32 (TF32 off), rounded to bf16, or (the
+    FP32_DOT_TF32X3 switch) fp32 split into three TF32 products."""
     if LOWP_DOT:
         c = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    elif FP32_DOT_TF32X3:
+        c = tl.dot(a, b, input_precision="tf32x3")
     else:
         c = tl.dot(a, b, allow_tf32=False)
     return c

@@ -14,6 +14,7 @@ import torch
 
 from .backends import (
     BACKEND_ENV,
+    FP32_DOT_ENV,
     LOWP_ENV,
     RUNTIME_DIMS_ENV,
     Backend,
@@ -138,7 +139,7 @@ def _arg_names(kernel: object) -> list[str]:
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
 # Ascend emulation): part of its memo key, so changing one takes effect at the next call.
-_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV)
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 
