@@ -548,8 +548,8 @@ def _sha256_file(path: str | Path) -> str:
 
 def cache_salt() -> str:
     """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
-    nothing else from the project), triton-ascend (frontend, language, passes: triton's own
-    cache key; the adapter binary) and the compile options."""
+    nothing else from the project) and the switch it reads (FP32_DOT_TF32X3), triton-ascend
+    (frontend, language, passes: triton's own cache key; the adapter binary) and the compile options."""
     target, _, options, _ = _toolchain()
     if toolchain() == "ascend":
         from triton.backends.ascend.utils import _get_triton_adapter_opt_path
@@ -560,8 +560,8 @@ def cache_salt() -> str:
         from triton.runtime.cache import triton_key  # where upstream 3.6 keeps it
 
         tools = []
-    parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), triton_key(), str(target), options.hash(),
-             *tools]
+    parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), str(kernels_module.FP32_DOT_TF32X3),
+             triton_key(), str(target), options.hash(), *tools]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
