@@ -143,13 +143,14 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
     }
     if backend != "npu":  # the backward's grouped-dk variant (kernels.GROUP_DK), not lowered for the NPU
         values["group_dk"] = st.booleans()
+    if BACKENDS[backend].interpret:  # bf16 I/O: cuda's bf16 dot operands (its k^T load included)
+        values["lowp_dot"] = st.booleans()
     ub = _ub_choices(backend, BT)
     if ub:
         values["ub_bytes"] = st.sampled_from(ub)
     if BACKENDS[backend].interpret:
         # The interpreter runs every kernel variant a backend can select (a bug in a branch only
-        # cuda or npu takes fails here too); the backend's own value first. LOWP_DOT is covered by
-        # tests/test_lowp_dot_error.py's float64 emulation instead.
+        # cuda or npu takes fails here too); the backend's own value first.
         values["dot_guard"] = st.sampled_from((BACKENDS[backend].dot_guard, not BACKENDS[backend].dot_guard))
         values["gate_head_major"] = st.sampled_from((BACKENDS[backend].gate_head_major,
                                                      not BACKENDS[backend].gate_head_major))

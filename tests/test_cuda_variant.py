@@ -3,10 +3,10 @@ interpreter, so a CPU-only run covers that code path too.
 
 The cpu backend launches with the NPU's flags (DOT_GUARD set, head-major beta/g). Here it is
 given the cuda backend's through the variant knobs instead: that must not change a single bit
-(the fuzz suite draws these knobs too; this is a fixed check of the same). LOWP_DOT (bf16 dot operands) cannot run here:
-triton-ascend 3.2's interpreter returns garbage for tl.dot on bf16 operands (relative
-error ~5e9 on a 32x32 product, fp32 operands exact), so it is covered by the float64
-emulation in test_lowp_dot_error.py and by the device runs.
+(the fuzz suite draws these knobs too; this is a fixed check of the same). LOWP_DOT (bf16 dot
+operands) runs here through the ``lowp_dot`` knob, which the fuzz suite draws (the interpreter's
+bf16 dots are widened to float32 first: interpreter.py), and its numerics are measured by the
+float64 emulation in test_lowp_dot_error.py and by the device runs.
 """
 
 from __future__ import annotations

@@ -53,3 +53,17 @@ def test_unknown_mode_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(LOWP_ENV, "everywhere")
     with pytest.raises(ValueError, match="WY_ASCEND_LOWP must be one of"):
         CUDA.lowp_dot(BF16, 64, 64, 64, 64)
+
+
+def test_the_interpreter_runs_the_bf16_operands_on_request_only() -> None:
+    """config.lowp_dot: the cpu backend takes cuda's bf16 dot operands for bf16 I/O at any tile
+    width (the fuzz suite's knob), never for other dtypes, and a compiling backend refuses it."""
+    from wy_ascend.backends import LaunchConfig
+
+    cpu = BACKENDS["cpu"]
+    assert not cpu.lowp_dot(BF16, 64, 64, 64, 64)
+    assert cpu.lowp_dot(BF16, 16, 24, 16, 32, LaunchConfig(lowp_dot=True))
+    assert not cpu.lowp_dot(FP16, 64, 64, 64, 64, LaunchConfig(lowp_dot=True))
+    assert not cpu.lowp_dot(BF16, 64, 64, 64, 64, LaunchConfig(lowp_dot=False))
+    with pytest.raises(ValueError, match="config.lowp_dot is for the cpu backend"):
+        CUDA.lowp_dot(BF16, 64, 64, 64, 64, LaunchConfig(lowp_dot=True))

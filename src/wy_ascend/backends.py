@@ -73,7 +73,9 @@ class LaunchConfig:
     fix (DOT_GUARD: reload the tiles a dot may clobber; head-major beta/g). ``emulate`` (cpu
     backend only) runs the interpreter with Ascend semantics (interpreter.py; default on unless
     ``WY_ASCEND_EMULATION=0``); an unguarded variant is only correct where dots never clobber,
-    so it needs ``emulate=False``. ``group_dk``: the backward sums grouped heads' dk in the kernel
+    so it needs ``emulate=False``. ``lowp_dot`` (cpu backend only) runs the cuda variant's bf16 dot
+    operands (LOWP_DOT) for bfloat16 I/O on the interpreter, at any tile width: the kernel code
+    only cuda takes otherwise. ``group_dk``: the backward sums grouped heads' dk in the kernel
     (``Backend.groups_dk``). ``poison_outputs`` fills outputs with NaN before launching
     so an element no kernel wrote cannot pass a test. ``runtime_dims``: K and V as runtime kernel
     arguments (``Backend.runtime_dims``)."""
@@ -87,6 +89,7 @@ class LaunchConfig:
     dot_guard: bool | None = None
     gate_head_major: bool | None = None
     emulate: bool | None = None
+    lowp_dot: bool | None = None
     group_dk: bool | None = None
     poison_outputs: bool | None = None
     runtime_dims: bool | None = None
@@ -202,7 +205,7 @@ class Backend:
             raise ValueError(f"{RUNTIME_DIMS_ENV} must be 1 or 0, got {raw!r}")
         return raw == "1" if raw else self.interpret
 
-    def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int) -> bool:
+    def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int, config: LaunchConfig | None = None) -> bool:
         """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them:
         ``multi-tile`` (the default) for tiles >= LOWP_MIN_TILE wide in any number of tile-loop
         iterations, ``one-tile`` only where such tiles cover K and V whole (the rule before
@@ -219,7 +222,13 @@ class Backend:
         Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off and BK=BV=32 an
         out-of-range shared-memory access (tests/test_large.py::NARROW_FINDS), cause not found;
         so ``all`` is for investigation only, and cuda pads a narrow K or V to 64-wide tiles
-        instead (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16."""
+        instead (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16.
+        ``config.lowp_dot`` (the interpreter only) decides where given, for bfloat16 I/O."""
+        if config is not None and config.lowp_dot is not None:
+            if not self.interpret:
+                raise ValueError(f"config.lowp_dot is for the cpu backend (the interpreter), not {self.name!r}: "
+                                 f"{LOWP_ENV} sets the rule on cuda")
+            return config.lowp_dot and dtype == torch.bfloat16
         if not (self.lowp_dot_for_bf16 and dtype == torch.bfloat16):
             return False
         mode = os.environ.get(LOWP_ENV) or "multi-tile"

@@ -84,6 +84,7 @@ def prepare() -> None:
     check_interpreter()
     _patch_language_once()
     _memoize_np_dtypes_once()
+    _round_bf16_to_nearest_once()
     _install_emulation_once()
 
 
@@ -167,6 +168,32 @@ def _memoize_np_dtypes_once() -> None:
     interpreter._get_np_dtype = get_np_dtype
 
 
+@cache
+def _round_bf16_to_nearest_once() -> None:
+    """Round float32 to bfloat16 to nearest, ties to even, as CUDA's ``cvt.rn.bf16.f32``, the NPU
+    and torch do, where the interpreter truncates (its ``_convert_float`` drops the low 16 bits
+    when no rounding mode is given): off by up to one ulp, biased toward zero, which the cuda
+    variant's bf16 dot operands (LOWP_DOT, rounded many times per output) turn into errors up to
+    1.7x the oracle's bound on the CPU (0.6x with rounding to nearest, as on the H200). NaN stays
+    a quiet NaN; an explicit rounding mode keeps the interpreter's conversion. bfloat16 to float32
+    (exact either way) takes a shift instead of the interpreter's per-bit loop."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = interpreter._convert_float
+
+    def convert_float(input: Any, input_dtype: Any, output_dtype: Any, rounding_mode: Any) -> Any:
+        if rounding_mode is None and input_dtype == tl.float32 and output_dtype == tl.bfloat16:
+            bits = np.ascontiguousarray(input, dtype=np.float32).view(np.uint32)
+            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+            return np.where(np.isnan(input), np.uint16(0x7FC0), rounded)
+        if input_dtype == tl.bfloat16 and output_dtype == tl.float32:  # exact: the upper half of a float32
+            return (np.ascontiguousarray(input).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return convert(input, input_dtype, output_dtype, rounding_mode)
+
+    interpreter._convert_float = convert_float
+
+
 # ----------------------------------------------------------------------------- Ascend emulation
 
 _TRITON_DIR = Path("/nonexistent")  # set on install: frames under it are the interpreter's, not the kernel's
@@ -224,6 +251,17 @@ def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
         f"faults: DDR address out of range), first at byte address {outside[0]:#x}; at {_kernel_location()}")
 
 
+def _dot_operand(x: Any) -> Any:
+    """A C-contiguous copy of the dot operand ``x`` (a TensorHandle), bfloat16 widened to float32
+    (exactly: its 16 bits are a float32's upper half). The interpreter stores bfloat16 as uint16
+    and its dot multiplies those integers (garbage: ~1e23 relative errors on the LOWP_DOT kernels)."""
+    import triton.language as tl
+
+    if x.dtype == tl.bfloat16:
+        return type(x)((np.ascontiguousarray(x.data, dtype=np.uint32) << 16).view(np.float32), tl.float32)
+    return type(x)(np.array(x.data, order="C"), x.dtype)
+
+
 @cache
 def _install_emulation_once() -> None:
     """Wrap the interpreter builder's dot, loads and stores and the launch's argument copy with
@@ -248,8 +286,7 @@ def _install_emulation_once() -> None:
         # (x @ x.T runs a symmetric product, a transposed view a transposed gemm) and, on some CPUs,
         # those round differently: the copies keep a dot's bits independent of how its operands were
         # made (a tile, its transposition, a reload), as variants that differ only there must agree.
-        out = create_dot(self, type(a)(np.array(a.data, order="C"), a.dtype), type(b)(np.array(b.data, order="C"), b.dtype),
-                         *args)
+        out = create_dot(self, _dot_operand(a), _dot_operand(b), *args)
         if _STATE.active:
             _poison(a)
         return out

@@ -103,7 +103,7 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
         USE_G=use_g, IS_VARLEN=varlen,
         # head-major beta/g only with several value heads (ops.py: with HV == 1 the layouts agree)
         GATE_HEAD_MAJOR=head_major and HV > 1,
-        LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV), DOT_GUARD=dot_guard,
+        LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV, config), DOT_GUARD=dot_guard,
         PERSISTENT=plan.mode == "persistent", GROUP_DK=plan.kernel == "bwd" and group_dk,
         dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
         index_dtype=dtype_name(index_dtype) if varlen else None,

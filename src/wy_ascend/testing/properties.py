@@ -15,8 +15,9 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
   a float64 emulation over every input distribution, so 4x leaves room for both. The floor ``u / 2`` (so a bound of at
   least 2u, one ulp) covers tensors of a few elements whose exact values happen to be
   nearly representable, where round_err says little: triton-ascend's interpreter
-  converts fp32 to bf16 by truncation, which is off by up to one ulp (found by the
-  fuzzer: regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off).
+  converted fp32 to bf16 by truncation, off by up to one ulp (found by the fuzzer:
+  regressions/oracle-72a9ba7cd5ae.json, a single dbeta one ulp off); the cpu backend now
+  rounds to nearest like the devices (interpreter.py), and the floor stays for such tensors.
 
 Each bound holds for a whole output and, with its terms measured on the block, for every block
 (a chunk and a head: the WY step's unit of work), so an error confined to a few rows of a large
