@@ -4,7 +4,7 @@
 profile    runs on     what it does
 =========  ==========  ===========================================================================
 ci         CPU         derandomized (the same examples every run, no database), a fixed budget
-                       that finishes in about 2 min 45 s on an idle 2-core machine (2 xdist workers).
+                       that finishes in about 3 min 30 s on an idle 2-core machine (2 xdist workers).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
                        HV up to 32, one case in eight an accelerator-sized one (see ``large``);
@@ -102,8 +102,8 @@ class Profile:
 
 
 # Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers): the whole
-# suite takes ~4.5 min of CPU time, so about 2 min 45 s of wall time on an idle machine (163 s,
-# `python -m pytest fuzz/ --profile ci -n 2`) and longer on one shared with other jobs
+# suite takes ~7 min of CPU time, so about 3 min 30 s of wall time on an idle machine (208 s at
+# e637bbe, `python -m pytest fuzz/ --profile ci -n 2`) and longer on one shared with other jobs
 # (fuzz-report.json's cpu_seconds per property tells which to trim).
 # memory_layout: two op runs a case at a quarter of the task budget, ~1 s of CPU (about the oracle's
 # case): 12 cases add ~7% of the CPU time. Each case lays out about half of its arguments, so each
@@ -125,7 +125,7 @@ NIGHTLY_POOL = 24
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("ci", "CPU CI: derandomized, fixed budget (~2 min 45 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
+        Profile("ci", "CPU CI: derandomized, fixed budget (~3 min 30 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items()}, NIGHTLY_SIZES,
                 kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
