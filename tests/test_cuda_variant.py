@@ -21,6 +21,9 @@ CASES = {
     "fixed_multitile": Case(B=2, T=37, H=1, HV=2, K=80, V=48, BT=16, use_g=True, dtype="float32"),
     "varlen_grouped": Case(cu_seqlens=(0, 1, 18, 18, 50), H=2, HV=6, K=32, V=64, BT=32, use_g=True, dtype="bfloat16"),
     "nogate_fp16": Case(B=1, T=70, H=2, HV=2, K=48, V=32, BT=64, use_g=False, dtype="float16"),
+    # cuda's bf16 dot operands in 32-wide tiles: the unguarded variant loads k^T on its own
+    "bf16_operands": Case(cu_seqlens=(0, 1, 18, 50), H=2, HV=4, K=80, V=40, BT=32, use_g=True, dtype="bfloat16",
+                          knobs={"lowp_dot": True, "tile_cap": 32}),
 }
 
 
@@ -33,7 +36,7 @@ def test_the_cuda_variant_is_bitwise_the_npu_variant(name, backend, device):
     case = CASES[name]
     inputs = case.build_inputs(device)
     guarded = run_ops(case, inputs)
-    cuda = case.replace(knobs={"dot_guard": backends.BACKENDS["cuda"].dot_guard, "emulate": False,
+    cuda = case.replace(knobs={**case.knobs, "dot_guard": backends.BACKENDS["cuda"].dot_guard, "emulate": False,
                                "gate_head_major": backends.BACKENDS["cuda"].gate_head_major})
     held = run_ops(cuda, inputs)
     for key, out in guarded.items():
