@@ -130,6 +130,8 @@ def test_an_access_outside_every_tensor_faults_and_a_masked_one_does_not() -> No
         assert torch.equal(y[: N // 2], x[: N // 2])
         with pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
             _copy_rows[(1,)](x[: N // 2].clone(), y, N // 2, N=N, MASKED=False)
+    with ascend_semantics(False), pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
+        _copy_rows[(1,)](x[: N // 2].clone(), y, N // 2, N=N, MASKED=False)  # a bug with the emulation off too
 
 
 def test_a_store_outside_every_tensor_faults() -> None:

@@ -16,7 +16,8 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
   ``AscendSemanticsError`` naming the kernel and the source line.
 * a load or store whose active (unmasked) addresses leave every tensor argument's
   allocation faults the MTE ("DDR address out of range") on the NPU: it raises
-  ``AscendSemanticsError`` here instead of reading or writing host memory.
+  ``AscendSemanticsError`` here instead of reading or writing host memory (with the emulation
+  off too: such an access is a bug on every device).
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
   values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
 
@@ -291,14 +292,16 @@ def _install_emulation_once() -> None:
             _poison(a)
         return out
 
+    # Addresses are checked with the emulation off too: an access outside every argument is a bug on
+    # every device (an MTE fault, an illegal address on CUDA, or host memory read here), and the
+    # unguarded cuda variant, which runs without the emulation, would otherwise read garbage that
+    # only sometimes shows (a k^T load with its mask dropped passed one fuzz run and failed another).
     def load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
-        if _STATE.active:
-            _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
         return masked_load(self, ptrs, mask, *args)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
-        if _STATE.active:
-            _check_addresses("store", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        _check_addresses("store", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
         return masked_store(self, ptrs, value, mask, *args)
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
