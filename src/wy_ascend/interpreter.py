@@ -169,6 +169,12 @@ def _memoize_np_dtypes_once() -> None:
     interpreter._get_np_dtype = get_np_dtype
 
 
+def _bf16_bits_to_float32(data: Any) -> Any:
+    """The float32 values of bfloat16 bits (the interpreter's uint16 storage): exact, a bfloat16 is
+    a float32's upper half."""
+    return (np.ascontiguousarray(data).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 @cache
 def _round_bf16_to_nearest_once() -> None:
     """Round float32 to bfloat16 to nearest, ties to even, as CUDA's ``cvt.rn.bf16.f32``, the NPU
@@ -188,8 +194,8 @@ def _round_bf16_to_nearest_once() -> None:
             bits = np.ascontiguousarray(input, dtype=np.float32).view(np.uint32)
             rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
             return np.where(np.isnan(input), np.uint16(0x7FC0), rounded)
-        if input_dtype == tl.bfloat16 and output_dtype == tl.float32:  # exact: the upper half of a float32
-            return (np.ascontiguousarray(input).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        if input_dtype == tl.bfloat16 and output_dtype == tl.float32:
+            return _bf16_bits_to_float32(input)
         return convert(input, input_dtype, output_dtype, rounding_mode)
 
     interpreter._convert_float = convert_float
@@ -259,7 +265,7 @@ def _dot_operand(x: Any) -> Any:
     import triton.language as tl
 
     if x.dtype == tl.bfloat16:
-        return type(x)((np.ascontiguousarray(x.data, dtype=np.uint32) << 16).view(np.float32), tl.float32)
+        return type(x)(_bf16_bits_to_float32(x.data), tl.float32)
     return type(x)(np.array(x.data, order="C"), x.dtype)
 
 
