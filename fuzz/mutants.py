@@ -207,6 +207,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "if ub_footprint(kernel, BT, tile) <= ub_bytes * UB_SAFETY_MARGIN:",
            "if ub_footprint(kernel, BT, tile) <= ub_bytes:",
            "tile sizing ignores the UB safety margin: tiles the NPU compiler cannot fit"),
+    # --- the ops' arguments are read-only
+    Mutant("A_dead_columns_zeroed_in_place", "ops.py",
+           "g=_gate_layout(g, self.head_major), A=A.contiguous(),",
+           "g=_gate_layout(g, self.head_major), A=A.contiguous().nan_to_num_(0.0),",
+           "the launch zeroes A's dead columns in place: the caller's A changes (where it is contiguous, "
+           "so .contiguous() is no copy), and no output does"),
     # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
     Mutant("dot_guard_switched_off", "ops.py",
            "DOT_GUARD=sp.DOT_GUARD,",

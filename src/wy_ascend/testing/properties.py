@@ -240,15 +240,44 @@ def build_inputs(case: Case) -> Inputs:
 
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
     """Forward and backward of the case on its backend (arguments in the case's memory layouts,
-    with chunk_indices if it passes them: ``Case.arguments``); outputs by name."""
+    with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every property
+    that runs the ops checks through here that they leave their arguments alone (``_untouched``)."""
     backend, config = backend_name(case), case.config(**knob_overrides)
     with phase("inputs"):
         args = case.arguments(inputs)
+        before = _storages(args)
     dw, du = args.pop("dw"), args.pop("du")
     with phase("kernel"):
         w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
+    _untouched("recompute_w_u_fwd", before)
+    with phase("kernel"):
         dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
+    _untouched("prepare_wy_repr_bwd", before)
     return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+
+
+def _bytes(x: torch.Tensor) -> torch.Tensor:
+    """The whole storage under ``x`` (a memory layout's padding included) as a uint8 tensor."""
+    return torch.empty(0, dtype=torch.uint8, device=x.device).set_(x.untyped_storage())
+
+
+def _storages(args: dict[str, torch.Tensor | None]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each tensor argument's storage and a copy of its bytes, by name."""
+    return {name: (x, _bytes(x).clone()) for name, x in args.items() if x is not None}
+
+
+@phase("comparison")
+def _untouched(op: str, before: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """PropertyFailure naming every argument whose storage ``op`` changed. The ops only read their
+    arguments, so this holds for every case, layout and variant: a store through a wrong base or
+    stride, past a view into its padding, or an in-place edit in the host code shows here even
+    where the outputs come out right."""
+    changed = {name: int((_bytes(x) != copy).sum()) for name, (x, copy) in before.items()}
+    written = {name: n for name, n in changed.items() if n}
+    if written:
+        raise PropertyFailure(f"{op} wrote to its arguments: " + ", ".join(
+            f"{name} ({n} of {before[name][1].numel()} bytes of its storage changed)" for name, n in written.items()),
+            {"written_bytes": written})
 
 
 def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:

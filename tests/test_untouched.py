@@ -1,0 +1,71 @@
+"""The ops leave their arguments alone, and every kernel property checks it (properties.run_ops).
+
+An in-place edit of an argument can leave every output right: the oracle is evaluated on the
+edited inputs afterwards, and an edit confined to bytes no output depends on (A's dead columns, a
+memory layout's padding) changes nothing it compares. Only a comparison of the arguments' storage
+before and after the call sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from wy_ascend import ops
+from wy_ascend.testing import properties
+from wy_ascend.testing.case import MEMORY_ARGS, Case
+from wy_ascend.testing.properties import PropertyFailure, check_oracle, run_property
+
+# A partial chunk (A's dead columns hold NaN), grouped heads, a gate, two sequences.
+CASE = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, K=16, V=24, BT=16, use_g=True, backend="cpu")
+
+
+def _zero_nans_in_place(x: torch.Tensor | None) -> torch.Tensor | None:
+    """The catalog's A_dead_columns_zeroed_in_place, planted: the launch sanitizes its float
+    arguments in place (a no-op on every input but A, whose dead columns hold NaN)."""
+    return x.nan_to_num_(0.0) if x is not None and x.is_floating_point() else x
+
+
+def test_a_clean_call_passes() -> None:
+    assert set(check_oracle(CASE)) == {"w", "u", "dk", "dv", "dbeta", "dg"}
+
+
+def test_in_place_edit_of_a_fails_naming_op_and_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
+    with pytest.raises(PropertyFailure, match=r"recompute_w_u_fwd wrote to its arguments: A \(\d+ of \d+ bytes"):
+        check_oracle(CASE)
+
+
+def test_the_oracle_alone_misses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the check exists: without it the planted edit passes the oracle property."""
+    monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
+    monkeypatch.setattr(properties, "_untouched", lambda op, before: None)
+    check_oracle(CASE)
+
+
+def test_a_copied_argument_is_not_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A strided A reaches the launch as a copy (``.contiguous()``): editing the copy is no
+    edit of the caller's tensor, and the check says nothing."""
+    monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
+    check_oracle(CASE.replace(memory={"A": "strided:1"}))
+
+
+@pytest.mark.parametrize(("op", "name"), [
+    (op, name) for op in ("recompute_w_u_fwd", "prepare_wy_repr_bwd") for name in sorted(MEMORY_ARGS)
+    if op == "prepare_wy_repr_bwd" or name not in ("dw", "du")])
+def test_a_write_into_padding_fails(monkeypatch: pytest.MonkeyPatch, op: str, name: str) -> None:
+    """One byte written into the padding before an argument's view (the "offset" memory layout),
+    which no output reads, by either op (the forward takes no dw, du): named with the op and the
+    argument."""
+    real = getattr(properties, op)
+
+    def writes_padding(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        properties._bytes(kwargs[name])[0] ^= 1  # the element before the view: padding
+        return out
+
+    monkeypatch.setattr(properties, op, writes_padding)
+    with pytest.raises(PropertyFailure, match=rf"{op} wrote to its arguments: {name} \(1 of "):
+        run_property("oracle", CASE.replace(memory={name: "offset"}, chunk_indices=name == "chunk_indices"))
