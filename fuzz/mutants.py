@@ -213,6 +213,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "g=_gate_layout(g, self.head_major), A=A.contiguous().nan_to_num_(0.0),",
            "the launch zeroes A's dead columns in place: the caller's A changes (where it is contiguous, "
            "so .contiguous() is no copy), and no output does"),
+    Mutant("dg_allocated_in_k_dtype", "ops.py",
+           "dg = call.new(gate_shape, g.dtype) if g is not None else None",
+           "dg = call.new(gate_shape, p.dtype) if g is not None else None",
+           "dg allocated in k's dtype instead of g's: a float32 g with bfloat16 k (flash-linear-attention's call) "
+           "gets a bfloat16 dg"),
     # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
     Mutant("dot_guard_switched_off", "ops.py",
            "DOT_GUARD=sp.DOT_GUARD,",

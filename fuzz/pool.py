@@ -106,15 +106,17 @@ def entries(backend: str) -> tuple[Entry, ...]:
 @functools.cache
 def _entries(backend: str, runtime_dims: bool) -> tuple[Entry, ...]:
     """Every entry of ``backend``, in a fixed shuffled order: one per distinct set of specializations among the
-    lowering gate's specs for it (their gate dtype taken as the I/O dtype and cu_seqlens int64, as
-    cases build them), those whose both kernels plan."""
+    lowering gate's specs for it (with their beta, g and cu_seqlens dtypes), those whose both kernels plan."""
     from wy_ascend.lowering import backend_specs
 
     specs, _ = backend_specs(backend, LaunchConfig(num_cores=1, runtime_dims=runtime_dims))
     found: dict[tuple[str, ...], Entry] = {}
     for s in specs:
         template = Case(H=s.H, HV=s.HV, K=s.K, V=s.V, BT=s.BT, dtype=s.dtype, use_g=s.USE_G, backend=backend,
-                        cu_seqlens=(0, s.BT + 1) if s.IS_VARLEN else None, T=s.BT + 1, B=1)
+                        cu_seqlens=(0, s.BT + 1) if s.IS_VARLEN else None, T=s.BT + 1, B=1,
+                        **{name: d if d != s.dtype else None for name, d in (("beta_dtype", s.gate_dtype),
+                                                                             ("g_dtype", s.g_dtype))},
+                        index_dtype=s.index_dtype or "int64")
         try:
             labels = _labels(template)
         except UnsupportedProblemError:  # the other kernel does not fit (npu bwd at BT=128): no case has it

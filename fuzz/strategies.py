@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from fuzz.pool import Entry
 from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
-from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
+from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
 from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import SUPPORTED_BT
 
@@ -172,6 +172,8 @@ def launch_knobs(
     if require_partition and not any(k in knobs for k in PARTITION_KNOBS):
         name = draw(st.sampled_from([k for k in PARTITION_KNOBS if k in values]))
         knobs[name] = draw(values[name])
+    if knobs.get("lowp_dot") and "dot_guard" not in knobs:
+        knobs["dot_guard"] = draw(values["dot_guard"])  # half of them the cuda variant whole: unguarded too
     if knobs.get("dot_guard") is False:
         knobs["emulate"] = False  # the unguarded variant is cuda's, whose dots never clobber
     return knobs
@@ -288,15 +290,28 @@ def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool) -> dict[
     return {"chunk_indices": chunk_indices, "memory": chosen}
 
 
+@st.composite
+def caller_dtypes(draw: st.DrawFn, dtype: str, use_g: bool, varlen: bool) -> dict[str, Any]:
+    """Case fields of the dtypes a caller may pass beside k's: beta's and g's (each k's half the
+    time, else any float dtype; flash-linear-attention passes a float32 g with bfloat16 k and beta)
+    and cu_seqlens' (int64 or int32). Shrinks toward k's dtype and int64."""
+    def float_dtype() -> st.SearchStrategy[str | None]:
+        return st.one_of(st.none(), st.sampled_from(tuple(DTYPES))).map(lambda d: None if d == dtype else d)
+
+    return {"beta_dtype": draw(float_dtype()), "g_dtype": draw(float_dtype()) if use_g else None,
+            "index_dtype": draw(st.sampled_from(tuple(INDEX_DTYPES))) if varlen else "int64"}
+
+
 # ----------------------------------------------------------------------------- cases
 
 
 @st.composite
 def pooled(draw: st.DrawFn, pool: tuple[Entry, ...], sizes: Sizes, *, grouped: bool = False,
            varlen: bool | None = None, dim_cap: int | None = None) -> tuple[Any, ...]:
-    """(H, HV, K, V, BT, dtype, use_g, varlen) of a case of one ``pool`` entry: K and V vary within
-    the entry (fuzz/pool.py); entries that cannot give ``grouped``/``varlen`` are left out (all of
-    the backend's entries when none of the pool can: a compile outside the pool)."""
+    """(H, HV, K, V, BT, dtype, use_g, varlen, caller dtypes) of a case of one ``pool`` entry (the
+    dtypes as ``caller_dtypes`` gives them, the entry's own): K and V vary within the entry
+    (fuzz/pool.py); entries that cannot give ``grouped``/``varlen`` are left out (all of the
+    backend's entries when none of the pool can: a compile outside the pool)."""
     from fuzz.pool import entries
 
     def fits(e: Entry) -> bool:
@@ -309,7 +324,8 @@ def pooled(draw: st.DrawFn, pool: tuple[Entry, ...], sizes: Sizes, *, grouped: b
     cap = min(sizes.max_dim, dim_cap or sizes.max_dim)
     K = draw(st.sampled_from([k for k in entry.K_choices if k <= cap] or entry.K_choices))
     V = draw(st.sampled_from([v for v in entry.V_choices if v <= cap] or entry.V_choices))
-    return t.H, t.HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None
+    dtypes = {"beta_dtype": t.beta_dtype, "g_dtype": t.g_dtype, "index_dtype": t.index_dtype}
+    return t.H, t.HV, K, V, t.BT, t.dtype, t.use_g, t.cu_seqlens is not None, dtypes
 
 
 def chunk_budget(sizes: Sizes, backend: str, HV: int, K: int, V: int, BT: int, knobs: dict[str, Any]) -> int:
@@ -334,8 +350,9 @@ def cases(
     ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches;
     ``memory``: arguments in memory layouts other than contiguous (``arguments``); ``pool``: the
     structure comes from one of its entries (``pooled``), so the case compiles nothing new."""
+    dtypes: dict[str, Any] | None = None
     if pool:
-        H, HV, K, V, BT, dtype, use_g, varlen = draw(pooled(pool, sizes, grouped=grouped, varlen=varlen))
+        H, HV, K, V, BT, dtype, use_g, varlen, dtypes = draw(pooled(pool, sizes, grouped=grouped, varlen=varlen))
     else:
         H, HV = draw(heads(sizes, grouped))
         K, V = draw(dims(sizes)), draw(dims(sizes))
@@ -345,10 +362,11 @@ def cases(
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool)))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
     args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
+    dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
     return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout, **args)
+                backend=backend, **layout, **args, **dtypes)
 
 
 @functools.cache
@@ -397,9 +415,10 @@ def large_cases(
       sequence among short ones, empty and length-1 sequences, chunk-boundary lengths.
     """
     head_sizes = sizes.scaled(max_heads=min(sizes.max_heads, 4))
+    dtypes: dict[str, Any] | None = None
     if pool:
-        H, HV, K, V, BT, dtype, use_g, varlen = draw(pooled(pool, head_sizes, grouped=grouped, varlen=varlen,
-                                                            dim_cap=max(LARGE_DIMS)))
+        H, HV, K, V, BT, dtype, use_g, varlen, dtypes = draw(pooled(pool, head_sizes, grouped=grouped, varlen=varlen,
+                                                                    dim_cap=max(LARGE_DIMS)))
     else:
         H, HV = draw(heads(head_sizes, grouped))
         K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
@@ -428,10 +447,11 @@ def large_cases(
         n = draw(st.integers(min(100, sizes.max_seqs), max(min(100, sizes.max_seqs), sizes.max_seqs)))
         layout = {"cu_seqlens": _long_varlen_cu(random.Random(draw(st.integers(0, 2**32 - 1))), total, n, BT)}
     args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
+    dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
     return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout, **args)
+                backend=backend, **layout, **args, **dtypes)
 
 
 def _long_varlen_cu(rng: random.Random, total: int, n: int, BT: int) -> tuple[int, ...]:

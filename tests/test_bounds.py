@@ -65,3 +65,26 @@ def test_an_error_in_one_block_fails_where_the_whole_output_dilutes_it() -> None
         properties.compare_to_oracle(got, inputs, "bfloat16", blocks)
     assert info.value.metrics["u"]["worst_block"]["tokens"] == [1920, 1984]
     assert "w:" not in str(info.value)
+
+
+def test_an_output_of_another_dtype_takes_the_larger_bound(chosen) -> None:
+    """dbeta and dg come back in beta's and g's dtypes, which may differ from k's: each output is
+    held to the bound of the op's dtype (its dot operands and inner roundings) and of its own (its
+    last rounding), the larger; float32 alone keeps FP32_RTOL."""
+    assert properties.precisions("bfloat16", {"w": "bfloat16", "dg": "float32"}) == {"w": ("bfloat16",),
+                                                                                    "dg": ("bfloat16",)}
+    assert properties.precisions("float32", {"w": "float32", "dbeta": "bfloat16"}) == {"w": (), "dbeta": ("bfloat16",)}
+    assert properties.precisions("float16", {"dg": "bfloat16"}) == {"dg": ("float16", "bfloat16")}
+    bounds = properties.error_bounds(None, EXACT, "float32", {"u": "float16"})  # type: ignore[arg-type]
+    assert bounds == {"w": {"tol": FP32_RTOL}, "u": {"tol": 2.0, "round_err": 0.0, "sensitivity": 2.0}}
+    # a float32 op's float16 u within float16's bound passes; its float32 w is held to FP32_RTOL
+    got = {"w": EXACT["w"].float(), "u": torch.full((4, 3), 2.5, dtype=torch.float16)}
+    metrics = properties.compare_to_oracle(got, None, "float32")  # type: ignore[arg-type]
+    assert metrics["u"]["tol"] == 2.0 and metrics["w"]["tol"] == FP32_RTOL
+    got["w"] = (EXACT["w"] * (1 + 1e-4)).float()
+    with pytest.raises(PropertyFailure, match=r"w: rel_rms 1\.0\d*e-04 > tol 1\.000e-05"):
+        properties.compare_to_oracle(got, None, "float32")  # type: ignore[arg-type]
+    # two dtypes below float32: the larger bound, and which one set it
+    both = properties.compare_to_oracle({"w": EXACT["w"].to(torch.bfloat16), "u": got["u"].to(torch.bfloat16)},
+                                        None, "float16")  # type: ignore[arg-type]
+    assert both["u"]["bound_dtype"] in ("float16", "bfloat16") and both["u"]["tol"] == 2.0

@@ -96,6 +96,20 @@ def test_oracle_grid(p, backend):
     check_oracle(grid_case(p, backend))
 
 
+@pytest.mark.parametrize("dtypes", [
+    dict(dtype="bfloat16", g_dtype="float32"),  # flash-linear-attention's call: a float32 g
+    dict(dtype="bfloat16", beta_dtype="float32", g_dtype="float32", index_dtype="int32"),
+    dict(dtype="float32", beta_dtype="bfloat16", g_dtype="float16"),
+    dict(dtype="float16", beta_dtype="bfloat16", index_dtype="int32"),
+], ids=lambda d: "-".join(f"{k}={v}" for k, v in d.items()))
+def test_beta_g_and_cu_seqlens_in_their_own_dtypes(dtypes, backend):
+    """beta, g and cu_seqlens in dtypes other than k's: the oracle holds (each output to the bound of
+    the op's dtype and of its own, properties.precisions), and dbeta, dg come back in beta's and g's
+    dtypes (run_ops checks every output's dtype)."""
+    check_oracle(Case(cu_seqlens=(0, 5, 40, 101), H=1, HV=2, K=48, V=32, BT=32, use_g=True, backend=backend,
+                      chunk_indices=True, **dtypes))
+
+
 @pytest.mark.parametrize("use_g", [False, True])
 def test_autograd_oracle_realistic_fp32(use_g, backend, device):
     """The backward also matches the autograd oracle (A differentiated as M^-1(k, beta, g)),

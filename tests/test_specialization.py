@@ -98,12 +98,9 @@ def test_a_spec_and_a_case_of_its_dims_agree() -> None:
     specs, _ = lowering.enumerate_specs()
     for s in [s for s in specs if s.backend == "cuda"][:200]:
         case = Case(H=s.H, HV=s.HV, K=s.K, V=s.V, BT=s.BT, dtype=s.dtype, use_g=s.USE_G, backend="cuda",
-                    cu_seqlens=(0, s.BT) if s.IS_VARLEN else None,
-                    knobs={"mode": "persistent" if s.PERSISTENT else "grid"})
-        got = case.specializations()[s.kernel]
-        want = s.specialization
-        # the case's gate and index dtypes are its own (gate = I/O dtype, cu_seqlens int64)
-        assert got == type(want)(**{**want.__dict__, "gate_dtype": got.gate_dtype, "index_dtype": got.index_dtype})
+                    cu_seqlens=(0, s.BT) if s.IS_VARLEN else None, beta_dtype=s.gate_dtype, g_dtype=s.g_dtype,
+                    index_dtype=s.index_dtype or "int64", knobs={"mode": "persistent" if s.PERSISTENT else "grid"})
+        assert case.specializations()[s.kernel] == s.specialization
 
 
 def test_the_cuda_backward_groups_heads_only_where_the_grouped_grid_fills_the_device() -> None:

@@ -26,8 +26,10 @@ classes, flags, dtypes) are lowered once: with the representative dims d_0 < ...
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
 meet in all four ways), and one more has SQUARE (the headline K = V = 128: both tiles full),
-(H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, gate dtype
-FLOAT_DTYPES[i mod 3] and cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
+(H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, beta's dtype
+FLOAT_DTYPES[i mod 3], g's FLOAT_DTYPES[(i // 3 + j) mod 3] with j the I/O dtype's index (all nine
+pairs over the I/O dtypes: flash-linear-attention passes a float32 g with bfloat16 k and beta) and
+cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
 So every K and V value (hence every tile BK/BV the planner picks; on cuda 64 and 128, bf16 with
 LOWP_DOT in one and in several tile iterations) appears with every structural combination, and
 every head ratio, gate dtype and index dtype with every combination of the other structural axes. BT values whose tiles the npu
@@ -87,13 +89,13 @@ FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 INDEX_DTYPES = ("int32", "int64")
 TRITON_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int32": "i32", "int64": "i64"}
 # Which dtype each pointer argument of the entry kernels has (the ops' contract, ops.py):
-# "io" the I/O dtype, "gate" beta/g's, "dk" fp32 when HV > H without GROUP_DK (summed over
+# "io" the I/O dtype, "gate" beta's, "g" g's, "dk" fp32 when HV > H without GROUP_DK (summed over
 # heads later), "float32" dk_acc, "index" cu_seqlens's, "int64" chunk_indices. g/dg are None
 # without USE_G, the varlen index None without IS_VARLEN, dk_acc None without GROUP_DK. An
 # argument missing here fails the gate loudly.
 ARG_DTYPES = {
     "k": "io", "v": "io", "A": "io", "w": "io", "u": "io", "dw": "io", "du": "io", "dv": "io",
-    "dk": "dk", "dk_acc": "float32", "beta": "gate", "dbeta": "gate", "g": "gate", "dg": "gate",
+    "dk": "dk", "dk_acc": "float32", "beta": "gate", "dbeta": "gate", "g": "g", "dg": "g",
     "cu_seqlens": "index", "chunk_indices": "int64",
 }
 OPTIONAL_ARGS = {"g": "USE_G", "dg": "USE_G", "cu_seqlens": "IS_VARLEN", "chunk_indices": "IS_VARLEN",
@@ -147,6 +149,7 @@ class Spec:
     PERSISTENT: bool
     dtype: str
     gate_dtype: str
+    g_dtype: str | None  # None without USE_G
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
     footprint: int  # modeled UB bytes of one program (planning.ub_footprint); 0 without a UB
     backend: str = "npu"
@@ -157,7 +160,8 @@ class Spec:
     def label(self) -> str:
         flags = " ".join(f"{f}={int(getattr(self, f))}" for f in FLAGS)
         return (f"{self.backend} {self.kernel} BT={self.BT} K={self.K} V={self.V} BK={self.BK} BV={self.BV} "
-                f"H={self.H} HV={self.HV} {flags} dtype={self.dtype} gate={self.gate_dtype} cu_seqlens={self.index_dtype or '-'}"
+                f"H={self.H} HV={self.HV} {flags} dtype={self.dtype} beta={self.gate_dtype} g={self.g_dtype or '-'} "
+                f"cu_seqlens={self.index_dtype or '-'}"
                 + (" runtime-dims" if self.runtime_dims else ""))
 
     @property
@@ -215,7 +219,7 @@ class Spec:
         role = ARG_DTYPES[name]
         if role == "dk":
             return "float32" if self.HV > self.H and not self.GROUP_DK else self.dtype
-        return {"io": self.dtype, "gate": self.gate_dtype, "index": self.index_dtype}.get(role, role)
+        return {"io": self.dtype, "gate": self.gate_dtype, "g": self.g_dtype, "index": self.index_dtype}.get(role, role)
 
     def signature(self, fn: Any) -> tuple[dict[str, str], dict[str, Any]]:
         """Triton signature and constants of ``fn`` for this specialization, as the JIT builds
@@ -311,6 +315,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                     GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
                     DOT_GUARD=b.dot_guard, GROUP_DK=group_dk,
                     PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
+                    g_dtype=FLOAT_DTYPES[(i // 3 + FLOAT_DTYPES.index(dtype)) % 3] if use_g else None,
                     index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
                     footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
                     runtime_dims=b.runtime_dims(config),

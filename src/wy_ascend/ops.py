@@ -61,7 +61,7 @@ class _Call:
     than the small problems' kernels take on an H200 (docs/nightly-h200.md session 8)."""
 
     def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig,
-                 index_dtype: torch.dtype | None, gate_dtype: torch.dtype) -> None:
+                 index_dtype: torch.dtype | None, gate_dtype: torch.dtype, g_dtype: torch.dtype | None) -> None:
         self.problem = problem
         self.backend: Backend = resolve_backend(backend_name, problem.device)
         self.config = config
@@ -75,7 +75,7 @@ class _Call:
         # are the launch's: head-major beta/g only with several value heads, and so on.
         self.specialization: Specialization = of_launch(
             self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
-            dtype=problem.dtype, gate_dtype=gate_dtype, index_dtype=index_dtype,
+            dtype=problem.dtype, gate_dtype=gate_dtype, g_dtype=g_dtype, index_dtype=index_dtype,
             use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR
@@ -157,7 +157,7 @@ def _call(kernel: str, problem: Problem, backend_name: str | None, config: Launc
     if call is not None:
         _CALLS.move_to_end(key)  # least recently used first out
     else:
-        call = _Call(kernel, problem, backend_name, merged, index_dtype, beta.dtype)
+        call = _Call(kernel, problem, backend_name, merged, index_dtype, beta.dtype, g.dtype if g is not None else None)
         _CALLS[key] = call
         if len(_CALLS) > _CALLS_SIZE:
             _CALLS.popitem(last=False)

@@ -69,7 +69,8 @@ class Specialization:
     PERSISTENT: bool
     GROUP_DK: bool
     dtype: str
-    gate_dtype: str
+    gate_dtype: str  # beta's and dbeta's
+    g_dtype: str | None  # g's and dg's; None without USE_G
     index_dtype: str | None  # cu_seqlens; None without IS_VARLEN
 
     @property
@@ -80,7 +81,8 @@ class Specialization:
         k = self.K_CONST or self.K_class
         v = self.V_CONST or self.V_class
         return (f"{self.backend}:{self.kernel} H={self.H} HV={self.HV} BT={self.BT} BK={self.BK}x{self.NK} "
-                f"BV={self.BV}x{self.NV} K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.index_dtype or '-'}")
+                f"BV={self.BV}x{self.NV} K:{k} V:{v} flags={flags} {self.dtype}/{self.gate_dtype}/{self.g_dtype or '-'}/"
+                f"{self.index_dtype or '-'}")
 
 
 def const_dim(x: int, tile: int, always: bool) -> int:
@@ -90,8 +92,8 @@ def const_dim(x: int, tile: int, always: bool) -> int:
 
 
 def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: int, K: int, V: int, H: int, HV: int,
-              dtype: torch.dtype, gate_dtype: torch.dtype, index_dtype: torch.dtype | None, use_g: bool,
-              varlen: bool, group_dk: bool) -> Specialization:
+              dtype: torch.dtype, gate_dtype: torch.dtype, g_dtype: torch.dtype | None, index_dtype: torch.dtype | None,
+              use_g: bool, varlen: bool, group_dk: bool) -> Specialization:
     """The specialization ops.py launches for this plan and problem (the same rules as its launch;
     ``group_dk``: Backend.groups_dk's choice, which depends on the problem's size)."""
     dot_guard, head_major, _ = backend.variant(config)
@@ -106,5 +108,6 @@ def of_launch(backend: Backend, config: LaunchConfig, plan: LaunchPlan, *, BT: i
         LOWP_DOT=backend.lowp_dot(dtype, K, V, plan.BK, plan.BV, config), DOT_GUARD=dot_guard,
         PERSISTENT=plan.mode == "persistent", GROUP_DK=plan.kernel == "bwd" and group_dk,
         dtype=dtype_name(dtype) or "", gate_dtype=dtype_name(gate_dtype) or "",
+        g_dtype=dtype_name(g_dtype) if use_g else None,
         index_dtype=dtype_name(index_dtype) if varlen else None,
     )

@@ -1,14 +1,15 @@
 """The case: a small, serializable description of one kernel invocation.
 
 A case names the layout (fixed ``B x T`` or ``cu_seqlens``), the heads and dims, the
-chunk size, dtype, gate flag, the input distribution and its seed, the launch knobs and
-the backend. ``build_inputs`` rebuilds the tensors deterministically from those fields
-alone, on the case's device (float64 from the counter-based generator of ``rng``, one
-stream per draw, then cast), so a case written to ``regressions/`` reproduces its failure
-anywhere: on every device the same values up to the float64 rounding of the transcendental
-functions and of ``build_A``'s triangular solve. ``arguments`` hands
-them to the ops as a caller may: optional ``chunk_indices`` passed, any argument in another
-memory layout (``memory``: offset, strided, sliced or transposed-back views of equal values).
+chunk size, the dtypes (k's, and beta's, g's and cu_seqlens' where they differ), the gate flag,
+the input distribution and its seed, the launch knobs and the backend. ``build_inputs``
+rebuilds the tensors deterministically from those fields alone, on the case's device (float64
+from the counter-based generator of ``rng``, one stream per draw, then cast), so a case written
+to ``regressions/`` reproduces its failure anywhere: on every device the same values up to the
+float64 rounding of the transcendental functions and of ``build_A``'s triangular solve.
+``arguments`` hands them to the ops as a caller may: optional ``chunk_indices`` passed, any
+argument in another memory layout (``memory``: offset, strided, sliced or transposed-back views
+of equal values).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..specialization import Specialization, of_launch
 from . import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+INDEX_DTYPES = {"int64": torch.int64, "int32": torch.int32}
 
 # Input distributions. "realistic" is what a trained model feeds the op; the others are
 # adversarial but inside the contract.
@@ -93,7 +95,8 @@ def lay_out(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
 # Case fields added after regression files were first stored, with their defaults: ``to_dict``
 # leaves them out at the default, so a case that does not use them keeps the stored form and the
 # file name (store.case_hash) it had before they existed.
-LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None}
+LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None,
+                                 "beta_dtype": None, "g_dtype": None, "index_dtype": "int64"}
 
 
 class Inputs(NamedTuple):
@@ -137,14 +140,26 @@ class Case:
     memory: dict[str, str] = field(default_factory=dict)
     # plan_coverage only: the device (backends.DEVICES) whose spec is planned; None: the backend's, 4 cores.
     device: str | None = None
+    # beta's and g's dtypes where they differ from k's (None: k's). The ops take any float dtype for
+    # each and return dbeta and dg in it; flash-linear-attention calls with g in float32 and k, beta in
+    # bfloat16.
+    beta_dtype: str | None = None
+    g_dtype: str | None = None
+    # cu_seqlens' dtype (and that of the chunk_indices passed with them): INDEX_DTYPES.
+    index_dtype: str = "int64"
 
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
             object.__setattr__(self, "cu_seqlens", tuple(int(x) for x in self.cu_seqlens))
             object.__setattr__(self, "B", 1)
             object.__setattr__(self, "T", self.cu_seqlens[-1])
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        for name in ("dtype", "beta_dtype", "g_dtype"):
+            value = getattr(self, name)
+            if value not in DTYPES and (name == "dtype" or value is not None):
+                raise ValueError(f"{name} must be one of {sorted(DTYPES)}{'' if name == 'dtype' else ' or None'}, "
+                                 f"got {value!r}")
+        if self.index_dtype not in INDEX_DTYPES:
+            raise ValueError(f"index_dtype must be one of {sorted(INDEX_DTYPES)}, got {self.index_dtype!r}")
         if self.dist not in DISTRIBUTIONS:
             raise ValueError(f"dist must be one of {DISTRIBUTIONS}, got {self.dist!r}")
         unknown = set(self.knobs) - set(LAUNCH_KNOBS)
@@ -163,6 +178,15 @@ class Case:
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
+
+    def dtype_of(self, name: str) -> torch.dtype:
+        """The dtype of op argument ``name``: beta's, g's (and so dbeta's, dg's), cu_seqlens' and
+        chunk_indices' are the case's own where it sets them, every other one is k's."""
+        if name in ("beta", "dbeta", "g", "dg"):
+            return DTYPES[getattr(self, f"{name.lstrip('d')}_dtype") or self.dtype]
+        if name in ("cu_seqlens", "chunk_indices"):
+            return INDEX_DTYPES[self.index_dtype]
+        return self.torch_dtype
 
     @property
     def seq_lens(self) -> list[int]:
@@ -186,7 +210,8 @@ class Case:
         group_dk = backend.groups_dk(config, self.H, self.HV, len(self.chunk_bounds()) * self.H)
         return {kernel: of_launch(backend, config, plan(kernel, NT=1, BH=1, BT=self.BT, K=self.K, V=self.V, spec=spec),
                                   BT=self.BT, K=self.K, V=self.V, H=self.H, HV=self.HV, dtype=self.torch_dtype,
-                                  gate_dtype=self.torch_dtype, index_dtype=torch.int64 if varlen else None,
+                                  gate_dtype=self.dtype_of("beta"), g_dtype=self.dtype_of("g") if self.use_g else None,
+                                  index_dtype=self.dtype_of("cu_seqlens") if varlen else None,
                                   use_g=self.use_g, varlen=varlen, group_dk=group_dk)
                 for kernel in ("fwd", "bwd")}
 
@@ -214,6 +239,10 @@ class Case:
                 raise TypeError(f"case field {name!r} must be an int, got {d[name]!r}")
         if "knobs" in d and not isinstance(d["knobs"], dict):
             raise TypeError(f"case field 'knobs' must be an object, got {d['knobs']!r}")
+        for name in ("dtype", "index_dtype", "beta_dtype", "g_dtype"):
+            nullable = name in ("beta_dtype", "g_dtype")
+            if name in d and not (isinstance(d[name], str) or (nullable and d[name] is None)):
+                raise TypeError(f"case field {name!r} must be a dtype name{' or null' if nullable else ''}, got {d[name]!r}")
         memory = d.get("memory", {})
         if not (isinstance(memory, dict) and all(isinstance(v, str) for v in memory.values())):
             raise TypeError(f"case field 'memory' must be an object of strings, got {memory!r}")
@@ -229,7 +258,7 @@ class Case:
         case passes them, computed from inputs.cu_seqlens), each in the case's memory layout."""
         args: dict[str, torch.Tensor | None] = dict(inputs._asdict())
         if self.chunk_indices and inputs.cu_seqlens is not None:
-            args["chunk_indices"] = prepare_chunk_indices(inputs.cu_seqlens, inputs.A.shape[-1])
+            args["chunk_indices"] = prepare_chunk_indices(inputs.cu_seqlens, inputs.A.shape[-1]).to(inputs.cu_seqlens.dtype)
         return {n: lay_out(x, self.memory[n], n) if x is not None and n in self.memory else x for n, x in args.items()}
 
     def chunk_bounds(self) -> list[tuple[int, int, int]]:
@@ -299,15 +328,16 @@ class Case:
         # A is built from the inputs as the op will see them (rounded to dt), so it is the
         # exact M^-1 of those inputs up to A's own rounding (cu_seqlens given on the host, where
         # build_A's layout reads them: no device read).
-        rk, rb = k.to(dt).to(f64), beta.to(dt).to(f64)
-        rg = g.to(dt).to(f64) if g is not None else None
+        beta_dt, g_dt = self.dtype_of("beta"), self.dtype_of("g")
+        rk, rb = k.to(dt).to(f64), beta.to(beta_dt).to(f64)
+        rg = g.to(g_dt).to(f64) if g is not None else None
         A = build_A(rk, rb, rg, host_cu, chunk_size=self.BT, dtype=f64)
         # A's columns past a partial chunk's end meet no token: NaN there, so an op that reads them shows.
         dead = torch.arange(self.BT, device=work)[None, :] >= length[:, None]
         A.view(B * T, HV, self.BT).masked_fill_(dead[:, None, :].to(A.device), float("nan"))
-        k, v, beta, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, beta, A, dw, du))
-        return Inputs(k, v, beta, A, g.to(dtype=dt, device=dev) if g is not None else None, dw, du,
-                      cu.to(dev) if host_cu is not None else None)
+        k, v, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, A, dw, du))
+        return Inputs(k, v, beta.to(dtype=beta_dt, device=dev), A, g.to(dtype=g_dt, device=dev) if g is not None else None,
+                      dw, du, cu.to(dtype=self.dtype_of("cu_seqlens"), device=dev) if host_cu is not None else None)
 
 
 def float64_device(device: torch.device) -> torch.device:

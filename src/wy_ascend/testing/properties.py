@@ -184,36 +184,58 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
 NUDGED = ("k", "v", "beta", "A", "dw", "du")  # what the kernels multiply (g only enters through exp2)
 
 
-def _moved(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
-    """``nudged_outputs`` where the bound uses them (below float32), else none."""
-    return {} if dtype == "float32" else nudged_outputs(inputs, dtype)
+Precisions = dict[str, tuple[str, ...]]  # per output: the dtypes below float32 whose bound applies
 
 
-def _bound_rows(ref: dict[str, torch.Tensor], moved: dict[str, torch.Tensor | None],
-                dtype: str) -> list[torch.Tensor]:
-    """``_norms`` rows of the bounds of the exact outputs ``ref``: per output its rounding to
-    ``dtype``, then per output its ``moved`` (nudged) value; none for float32. Both relative to
-    the exact output, like the error they bound."""
-    if dtype == "float32":
-        return []
-    return [*(_norms(r.to(getattr(torch, dtype)), r) for r in ref.values()),
-            *(_norms(moved[name], r) for name, r in ref.items())]  # type: ignore[arg-type]
+def precisions(dtype: str, out_dtypes: dict[str, str]) -> Precisions:
+    """Per output: the dtypes whose bound it is held to, those below float32 (none: FP32_RTOL). One
+    is the op's I/O dtype ``dtype`` (k's: the dot operands and every rounding inside), one the
+    output's own (its last rounding: dbeta, dg take beta's and g's dtypes, which may differ). The
+    bound is the larger: an output rounded to its own dtype is off by that rounding whatever the
+    op computed in, and one computed from ``dtype``'s operands by their roundings whatever it is
+    stored in (a float32 dg of the cuda backend's bf16-operand dots)."""
+    return {name: tuple(d for d in dict.fromkeys((dtype, own)) if d != "float32") for name, own in out_dtypes.items()}
 
 
-def _bounds(dtype: str, ratios: list[float], n: int) -> list[dict[str, float]]:
-    """Per output (of ``n``): ``tol`` and, below float32, ``round_err`` and ``sensitivity``, from
-    the ratios of ``_bound_rows``."""
-    if dtype == "float32":
-        return [{"tol": FP32_RTOL}] * n
-    return [{"tol": _bound(dtype, ratios[i], ratios[n + i]), "round_err": ratios[i], "sensitivity": ratios[n + i]}
-            for i in range(n)]
+def _moved(inputs: Inputs, precs: Precisions) -> dict[str, dict[str, torch.Tensor | None]]:
+    """``nudged_outputs`` in each dtype some bound uses (below float32)."""
+    return {d: nudged_outputs(inputs, d) for d in sorted({d for ds in precs.values() for d in ds})}
 
 
-def error_bounds(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str) -> dict[str, dict[str, float]]:
+def _bound_rows(ref: dict[str, torch.Tensor], moved: dict[str, dict[str, torch.Tensor | None]],
+                precs: Precisions) -> list[torch.Tensor]:
+    """``_norms`` rows of the bounds of the exact outputs ``ref``: per output and dtype of its
+    ``precs``, its rounding to that dtype, then its ``moved`` (nudged) value in it. Both relative
+    to the exact output, like the error they bound."""
+    return [row for name, r in ref.items() for d in precs[name]
+            for row in (_norms(r.to(getattr(torch, d)), r), _norms(moved[d][name], r))]  # type: ignore[arg-type]
+
+
+def _bounds(precs: Precisions, ratios: list[float]) -> list[dict[str, float]]:
+    """Per output of ``precs``: ``tol`` and, below float32, the ``round_err`` and ``sensitivity``
+    of the dtype whose bound is largest (its name as ``bound_dtype`` where there are two), from the
+    ratios of ``_bound_rows``."""
+    out: list[dict[str, Any]] = []
+    at = 0
+    for dtypes in precs.values():
+        terms = []
+        for d in dtypes:
+            round_err, sensitivity = ratios[at], ratios[at + 1]
+            at += 2
+            terms.append({"tol": _bound(d, round_err, sensitivity), "round_err": round_err, "sensitivity": sensitivity,
+                          **({"bound_dtype": d} if len(dtypes) > 1 else {})})
+        out.append(max(terms, key=lambda t: t["tol"]) if terms else {"tol": FP32_RTOL})
+    return out
+
+
+def error_bounds(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str,
+                 out_dtypes: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """Per output of ``ref`` (the exact outputs of ``inputs``): the bound ``compare_to_oracle``
-    puts on its rel_rms in ``dtype`` (``tol``) and its terms (``_bounds``)."""
-    ratios = [_ratio(*row) for row in _read(_bound_rows(ref, _moved(inputs, dtype), dtype))]
-    return dict(zip(ref, _bounds(dtype, ratios, len(ref)), strict=True))
+    puts on its rel_rms (``tol``) and its terms (``_bounds``), for an op in ``dtype`` whose
+    outputs have ``out_dtypes`` (default: ``dtype``)."""
+    precs = precisions(dtype, {name: (out_dtypes or {}).get(name, dtype) for name in ref})
+    ratios = [_ratio(*row) for row in _read(_bound_rows(ref, _moved(inputs, precs), precs))]
+    return dict(zip(ref, _bounds(precs, ratios), strict=True))
 
 
 def nudged_outputs(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
@@ -253,7 +275,12 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     with phase("kernel"):
         dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
     _untouched("prepare_wy_repr_bwd", before)
-    return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+    outputs = dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+    wrong = {name: f"{x.dtype} (expected {case.dtype_of(name)})" for name, x in outputs.items()
+             if x is not None and x.dtype != case.dtype_of(name)}
+    if wrong:  # w, u, dk, dv in k's dtype; dbeta and dg in beta's and g's (the ops' contract)
+        raise PropertyFailure(f"outputs of the wrong dtype: {wrong}", {"dtypes": wrong})
+    return outputs
 
 
 def _bytes(x: torch.Tensor) -> torch.Tensor:
@@ -345,7 +372,7 @@ def _block_norms(x: torch.Tensor, chunk: torch.Tensor, n_chunks: int) -> torch.T
     return sq.new_zeros(n_chunks, x.shape[2]).index_add_(0, chunk, sq).sqrt()
 
 
-def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: torch.Tensor | None, dtype: str,
+def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: dict[str, torch.Tensor], dtypes: tuple[str, ...],
                  blocks: Blocks, device: torch.device) -> torch.Tensor:
     """``[q, block, rel_rms, tol]`` of the block (flat index ``chunk * heads + head``) whose error
     is largest against its bound (q = rel_rms / tol), computed on ``device`` in float64.
@@ -356,7 +383,8 @@ def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: torch.Tensor | Non
     block's outputs come from its own dots), so a kernel's error on a block scales with the block's
     magnitudes like the whole output's with the whole; the share keeps a block whose exact values
     cancel to nearly zero from being judged against its own tiny norm. Below float32 the bound is
-    ``BLOCK_SLACK`` times that formula: a block of a few elements does not average its roundings as
+    ``BLOCK_SLACK`` times that formula (the largest over ``dtypes``, the output's ``precisions``, each
+    with its ``moved`` output): a block of a few elements does not average its roundings as
     a whole output does, and the cuda backend's bf16 dot operands (emulated in
     tests/test_lowp_dot_error.py) reached 1.01x the unslackened bound on one 6-token block's dg in
     ~600 blocks, the whole outputs at most 0.71x."""
@@ -378,14 +406,12 @@ def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: torch.Tensor | Non
         return torch.where(scale > 0, e / scale, torch.where(e == 0, 0.0, math.inf))
 
     err = rel(out - ref)
-    if dtype == "float32":
-        tol = torch.full_like(err, FP32_RTOL)
-    else:
-        assert moved is not None
-        rounded = rel(ref.to(getattr(torch, dtype)).to(torch.float64) - ref)
-        sensitivity = rel(moved.to(device, torch.float64) - ref)
-        tol = BLOCK_SLACK * torch.maximum(LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[dtype] / 2),
-                                          sensitivity)
+    tol = torch.full_like(err, FP32_RTOL)
+    for d in dtypes:
+        rounded = rel(ref.to(getattr(torch, d)).to(torch.float64) - ref)
+        sensitivity = rel(moved[d].to(device, torch.float64) - ref)
+        tol = torch.maximum(tol, BLOCK_SLACK * torch.maximum(
+            LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[d] / 2), sensitivity))
     q = torch.nan_to_num(err / tol, nan=math.inf).flatten()
     i = torch.argmax(q)
     return torch.stack((q[i], i.to(torch.float64), err.flatten()[i], tol.flatten()[i]))
@@ -400,23 +426,26 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
     chunk and head of a large case dilutes in the whole output's rel_rms, not in its block's.
     Everything stays on the oracle's device up to one read of all the norms."""
     ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None}
-    moved = _moved(inputs, dtype)
-    rows = []
-    for name, r in ref.items():
-        out = got[name]
-        assert out is not None
-        rows.append(_norms(out, r))
-    worst = [_on_float64_device(functools.partial(_worst_block, out, r, moved.get(name), dtype, blocks),
+    outs = {name: got[name] for name in ref}
+    precs = precisions(dtype, {name: str(out.dtype).removeprefix("torch.") for name, out in outs.items()
+                               if out is not None})
+    if set(precs) != set(ref):
+        raise PropertyFailure(f"outputs missing: {sorted(set(ref) - set(precs))}")
+    moved = _moved(inputs, precs)
+    rows = [_norms(out, ref[name]) for name, out in outs.items()]  # type: ignore[arg-type]
+    worst = [_on_float64_device(functools.partial(_worst_block, out, r,
+                                                  {d: moved[d][name] for d in precs[name]},  # type: ignore[misc]
+                                                  precs[name], blocks),
                                 out.device)  # on the host where the oracle's GPU is out of memory
-             for name, r in ref.items() if (out := got[name]) is not None] if blocks is not None and blocks.bounds else []
+             for name, r in ref.items() if (out := outs[name]) is not None] if blocks is not None and blocks.bounds else []
     n = len(ref)
-    read = _read(rows + _bound_rows(ref, moved, dtype) + worst)
+    read = _read(rows + _bound_rows(ref, moved, precs) + worst)
     ratios = [_ratio(*row) for row in read[:len(read) - len(worst)]]
     metrics: Metrics = {}
     failures = []
-    for err, name, bound in zip(ratios[:n], ref, _bounds(dtype, ratios[n:], n), strict=True):
+    for err, name, bound in zip(ratios[:n], ref, _bounds(precs, ratios[n:]), strict=True):
         tol = bound["tol"]
-        metrics[name] = {"rel_rms": err, "tol": tol, **{k: v for k, v in bound.items() if k == "sensitivity"}}
+        metrics[name] = {"rel_rms": err, "tol": tol, **{k: v for k, v in bound.items() if k in ("sensitivity", "bound_dtype")}}
         if not err <= tol:
             failures.append(f"{name}: rel_rms {err:.3e} > tol {tol:.3e}")
     for name, (q, flat, err, tol) in zip(ref, read[len(read) - len(worst):]):
@@ -482,9 +511,9 @@ def check_memory_layout(case: Case) -> Metrics:
 
 
 def _slice_tokens(inputs: Inputs, a: int, b: int) -> Inputs:
-    k, v, beta, A, g, dw, du, _ = inputs
+    k, v, beta, A, g, dw, du, cu_seqlens = inputs
     s = slice(a, b)
-    cu = torch.tensor([0, b - a], dtype=torch.int64, device=k.device)
+    cu = torch.tensor([0, b - a], dtype=cu_seqlens.dtype if cu_seqlens is not None else torch.int64, device=k.device)
     return Inputs(k[:, s], v[:, s], beta[:, s], A[:, s], g[:, s] if g is not None else None, dw[:, s], du[:, s], cu)
 
 
