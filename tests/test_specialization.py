@@ -104,19 +104,23 @@ def test_a_spec_and_a_case_of_its_dims_agree() -> None:
 
 
 def test_the_cuda_backward_groups_heads_only_where_the_grouped_grid_fills_the_device() -> None:
-    """Backend.groups_dk: grouped heads on cuda run grouped from GROUP_DK_MIN_PROGRAMS programs
-    (chunks x B x H) up, per value head below; an explicit config decides; never without groups,
-    never on the NPU's shape; and a case's specializations follow the same choice."""
-    from wy_ascend.backends import BACKENDS, GROUP_DK_MIN_PROGRAMS, LaunchConfig
+    """Backend.groups_dk: grouped heads on cuda run grouped from GROUP_DK_PROGRAMS_PER_HEAD programs
+    (chunks x B x H) per value head of a group up, per value head below; an explicit config decides;
+    never without groups, never on the NPU's shape; and a case's specializations follow the same choice."""
+    from wy_ascend.backends import BACKENDS, GROUP_DK_PROGRAMS_PER_HEAD, LaunchConfig, group_dk_min_programs
     from wy_ascend.testing.case import Case
 
     cuda, auto = BACKENDS["cuda"], LaunchConfig()
-    assert not cuda.groups_dk(auto, 1, 4, GROUP_DK_MIN_PROGRAMS - 1)
-    assert cuda.groups_dk(auto, 1, 4, GROUP_DK_MIN_PROGRAMS)
+    for H, HV in ((1, 2), (1, 4), (8, 32), (2, 16)):
+        least = group_dk_min_programs(H, HV)
+        assert least == GROUP_DK_PROGRAMS_PER_HEAD * HV // H
+        assert not cuda.groups_dk(auto, H, HV, least - 1) and cuda.groups_dk(auto, H, HV, least)
+    # the perf profile's find (regressions/perf-d16759ef3d4b.json): 128 programs of 4 value heads each
+    assert not cuda.groups_dk(auto, 8, 32, 128) and cuda.groups_dk(auto, 8, 16, 128)
     assert cuda.groups_dk(LaunchConfig(group_dk=True), 1, 4, 1)
     assert not cuda.groups_dk(LaunchConfig(group_dk=False), 1, 4, 10**6)
     assert not cuda.groups_dk(LaunchConfig(group_dk=True), 4, 4, 10**6)
     assert not any(BACKENDS[b].groups_dk(auto, 1, 4, 10**6) for b in ("npu", "npu-cuda", "cpu"))
     small = Case(B=1, T=1024, H=1, HV=4, K=16, V=16, BT=64, dtype="bfloat16", backend="cuda")  # 16 programs
-    large = small.replace(T=64 * GROUP_DK_MIN_PROGRAMS)
+    large = small.replace(T=64 * group_dk_min_programs(1, 4))
     assert not small.specializations()["bwd"].GROUP_DK and large.specializations()["bwd"].GROUP_DK

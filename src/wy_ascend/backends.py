@@ -56,11 +56,14 @@ CPU_INTERPRETER_CORES = 4
 # they are used (Backend.lowp_dot says what each mode does and why).
 LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
-# The fewest programs (chunks x B x H) a grouped backward runs grouped with (Backend.groups_dk), a
-# constant so that every machine, device or not, makes one choice. Measured on the H200 (session 10,
-# bf16, device time): at 16 programs per-head programs ran 1.6x and 2.3x faster (K=V=16, 128), at 128
-# grouped ran as fast or faster (18.8 vs 23.7 us, 32.3 vs 32.7 us), from 256 up 1.2-1.45x faster.
-GROUP_DK_MIN_PROGRAMS = 128
+# A grouped backward runs grouped (Backend.groups_dk) from this many programs (chunks x B x H) per
+# value head of a group up: from 64 G programs, G = HV / H. A constant, so that every machine, device
+# or not, makes one choice. Measured on the H200 (bf16, device time, 21 shapes; docs/nightly-h200.md
+# sessions 10 and 11): grouped programs run their G value heads one after another, so per value head
+# wins while its G-times larger grid still fits the device: G=4 at 16 programs 1.6-2.3x, G=4 at 128
+# 1.01-1.09x, G=8 at 128 1.3x; grouped wins from there: G=2 at 128 1.15-1.18x, G=4 at 256 1.1-1.3x,
+# G=8 at 512 1.1x (at 256: even), G=4 from 512 up 1.0-1.25x.
+GROUP_DK_PROGRAMS_PER_HEAD = 64
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 LOWP_MODES = ("one-tile", "multi-tile", "all")
 
@@ -183,13 +186,15 @@ class Backend:
         value heads go in order, summing dk in an fp32 buffer and rounding it once (GROUP_DK,
         kernels.py), instead of writing an fp32 dk per value head for a torch sum. On cuda it
         saves the sum's pass over the G-times larger buffer (docs/nightly-h200.md session 8), where
-        the grouped grid's ``programs`` (chunks x B x H) number at least GROUP_DK_MIN_PROGRAMS: a
-        smaller grid leaves SMs idle while each program runs its value heads one after another
-        (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads, took 8.3x the perf property's
-        bound; 4.9x per value head). Both ways gave the same outputs, bit for bit, on the 8 shapes
-        measured. ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
+        the grouped grid's ``programs`` (chunks x B x H) number at least GROUP_DK_PROGRAMS_PER_HEAD
+        times the group size G = HV / H: a smaller grid leaves SMs idle while each program runs its
+        value heads one after another (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads,
+        took 8.3x the perf property's bound; 4.9x per value head). Both ways gave the same outputs,
+        bit for bit, with G <= 4 (15 shapes); with G = 8 not (3 shapes: torch sums the eight fp32 dk
+        in another order than the kernel's running sum; the grouped_heads property bounds both).
+        ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
         its core grid balances (not run on an NPU)."""
-        return HV > H and _given(config.group_dk, self.group_dk and programs >= GROUP_DK_MIN_PROGRAMS)
+        return HV > H and _given(config.group_dk, self.group_dk and programs >= group_dk_min_programs(H, HV))
 
     def runtime_dims(self, config: LaunchConfig) -> bool:
         """K and V as runtime kernel arguments (one compile per tiles, trip counts and alignment
@@ -237,6 +242,12 @@ class Backend:
         if mode == "all":
             return True
         return min(BK, BV) >= LOWP_MIN_TILE and (mode == "multi-tile" or (K <= BK and V <= BV))
+
+
+def group_dk_min_programs(H: int, HV: int) -> int:
+    """The fewest programs (chunks x B x H) a grouped backward runs grouped with on cuda: 64 per
+    value head of a group (GROUP_DK_PROGRAMS_PER_HEAD)."""
+    return GROUP_DK_PROGRAMS_PER_HEAD * (HV // H)
 
 
 def _given(value: T | None, default: T) -> T:

@@ -73,7 +73,7 @@ from typing import Any, TextIO
 import torch
 
 from . import kernels as kernels_module
-from .backends import BACKENDS, GROUP_DK_MIN_PROGRAMS, LaunchConfig
+from .backends import BACKENDS, LaunchConfig, group_dk_min_programs
 from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
 from .specialization import Specialization, cdiv, const_dim, int_class
 
@@ -309,7 +309,8 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                 skipped.setdefault((kernel, bt), []).append(str(e))
                 continue
             # grouped heads: the backward's grouped-dk choice depends on the grid's size (Backend.groups_dk)
-            for group_dk in sorted({kernel == "bwd" and b.groups_dk(config, h, hv, n) for n in (1, GROUP_DK_MIN_PROGRAMS)}):
+            sizes = (1, group_dk_min_programs(h, hv))
+            for group_dk in sorted({kernel == "bwd" and b.groups_dk(config, h, hv, n) for n in sizes}):
                 spec = Spec(
                     kernel=kernel, BT=bt, K=k, V=v, BK=p.BK, BV=p.BV, H=h, HV=hv, USE_G=use_g, IS_VARLEN=varlen,
                     GATE_HEAD_MAJOR=head_major, LOWP_DOT=b.lowp_dot(getattr(torch, dtype), k, v, p.BK, p.BV),
