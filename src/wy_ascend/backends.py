@@ -61,8 +61,8 @@ LOWP_ENV = "WY_ASCEND_LOWP"
 # or not, makes one choice. Measured on the H200 (bf16, device time, 21 shapes; docs/nightly-h200.md
 # sessions 10 and 11): grouped programs run their G value heads one after another, so per value head
 # wins while its G-times larger grid still fits the device: G=4 at 16 programs 1.6-2.3x, G=4 at 128
-# 1.01-1.09x, G=8 at 128 1.3x; grouped wins from there: G=2 at 128 1.15-1.18x, G=4 at 256 1.1-1.3x,
-# G=8 at 512 1.1x (at 256: even), G=4 from 512 up 1.0-1.25x.
+# 1.01-1.09x (3 shapes; a fourth 0.99x), G=8 at 128 1.3x; grouped wins from there: G=2 at 128
+# 1.15-1.18x, G=4 at 256 1.1-1.3x, G=8 at 512 1.1x (at 256: even), G=4 from 512 up 1.0-1.25x.
 GROUP_DK_PROGRAMS_PER_HEAD = 64
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 LOWP_MODES = ("one-tile", "multi-tile", "all")
