@@ -218,6 +218,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "dg = call.new(gate_shape, p.dtype) if g is not None else None",
            "dg allocated in k's dtype instead of g's: a float32 g with bfloat16 k (flash-linear-attention's call) "
            "gets a bfloat16 dg"),
+    # --- arithmetic in float32 whatever the gates' dtype
+    Mutant("fwd_kscale_rounded_to_beta_dtype", "kernels.py",
+           "        b_kscale = b_beta * tl.exp2(tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32))\n",
+           "        b_kscale = (b_beta * tl.exp2(tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)))"
+           ".to(beta.dtype.element_ty).to(tl.float32)\n",
+           "the forward's key scale beta * exp2(g) rounded to beta's dtype (a bf16 beta: an error of its unit "
+           "roundoff in w, within the oracle's bf16 bound)"),
     # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
     Mutant("dot_guard_switched_off", "ops.py",
            "DOT_GUARD=sp.DOT_GUARD,",

@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from wy_ascend.backends import BACKENDS, LaunchConfig
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import widened
 
 POOL_ENV = "WY_ASCEND_POOL"
 DATE_ENV = "WY_ASCEND_POOL_DATE"
@@ -86,10 +87,13 @@ def _instances(case: Case) -> list[Case]:
     """The cases whose launches make up ``case``'s entry: both launch shapes, and with grouped
     heads the same with every key head repeated (grouped_heads runs that twin, H = HV) and, where
     the backend has the variant, the backward grouped and per value head (Backend.groups_dk picks by
-    the grid's size; a pooled case may also draw the ``group_dk`` knob)."""
+    the grid's size; a pooled case may also draw the ``group_dk`` knob); with a gate below float32,
+    the twin with float32 gates (widened_gates runs it)."""
     twins = [case, case.replace(H=case.HV)] if case.H < case.HV else [case]
     if case.H < case.HV and case.backend != "npu":
         twins += [case.replace(knobs={**case.knobs, "group_dk": g}) for g in (False, True)]
+    if widened(case) != case:
+        twins.append(widened(case))
     return [c.replace(knobs={**c.knobs, "mode": mode}) for c in twins for mode in MODES]
 
 

@@ -33,7 +33,7 @@ from wy_ascend.backends import compiled_kernels
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
-from wy_ascend.testing.properties import CORRUPTIONS, run_property, specialization_labels
+from wy_ascend.testing.properties import CORRUPTIONS, run_property, specialization_labels, widened
 from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 
 RUN = current()
@@ -187,6 +187,12 @@ def test_varlen_split(case: Case) -> None:
 @given(case=_cases(grouped=True))
 def test_grouped_heads(case: Case) -> None:
     check("grouped_heads", case)
+
+
+@PROFILE.settings_for("widened_gates")
+@given(case=_cases().filter(lambda c: widened(c) != c))  # a gate below float32 to widen
+def test_widened_gates(case: Case) -> None:
+    check("widened_gates", case)
 
 
 @PROFILE.settings_for("containment")

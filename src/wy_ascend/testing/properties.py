@@ -534,6 +534,33 @@ def check_varlen_split(case: Case) -> Metrics:
     return metrics
 
 
+def widened(case: Case) -> Case:
+    """``case`` with beta and g passed in float32 (the twin ``check_widened_gates`` runs); ``case``
+    itself where they are float32 already (the fields name only dtypes other than k's)."""
+    other = None if case.dtype == "float32" else "float32"
+    return case.replace(beta_dtype=other, g_dtype=other if case.use_g else None)
+
+
+def check_widened_gates(case: Case) -> Metrics:
+    """beta and g passed in float32 (their values unchanged: every float dtype widens exactly)
+    give the same w, u, dk, dv bit for bit, and dbeta, dg that round to the case's, bit for bit.
+
+    The kernels compute in float32 whatever the gates' dtype, so this holds for every case, layout
+    and variant. A step done in a gate's own dtype instead (exp2 of a bfloat16 g rounded to
+    bfloat16, a sum rounded before it is used again) is an error of that dtype's size, which the
+    oracle's bound for a bfloat16 or float16 case admits; here it changes bits."""
+    wide = widened(case)
+    if wide.dtype_of("beta") == case.dtype_of("beta") and wide.dtype_of("g") == case.dtype_of("g"):
+        raise PropertyFailure("widened_gates needs a case whose beta or g is below float32")
+    inputs = build_inputs(case)
+    got = run_ops(case, inputs)
+    wide_inputs = inputs._replace(beta=inputs.beta.float(), g=inputs.g.float() if inputs.g is not None else None)
+    with phase("comparison"):
+        back = {name: x.to(case.dtype_of(name)) if x is not None and name in ("dbeta", "dg") else x
+                for name, x in run_ops(wide, wide_inputs).items()}
+    return _bitwise("beta and g widened to float32 change the results", got, back, FWD_NAMES + BWD_NAMES)
+
+
 def check_grouped_heads(case: Case) -> Metrics:
     """HV/H grouped heads equal the same problem with every key head repeated HV/H times.
 
@@ -835,6 +862,7 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "memory_layout": check_memory_layout,
     "varlen_split": check_varlen_split,
     "grouped_heads": check_grouped_heads,
+    "widened_gates": check_widened_gates,
     "containment": check_containment,
     "plan_coverage": check_plan_coverage,
     "bad_input": check_bad_input,
