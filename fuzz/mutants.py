@@ -225,6 +225,12 @@ MUTANTS: tuple[Mutant, ...] = (
            ".to(beta.dtype.element_ty).to(tl.float32)\n",
            "the forward's key scale beta * exp2(g) rounded to beta's dtype (a bf16 beta: an error of its unit "
            "roundoff in w, within the oracle's bf16 bound)"),
+    # --- validation: every argument passed wrongly in every way (properties.CORRUPTIONS' families)
+    Mutant("g_tensor_check_dropped", "validation.py",
+           '        g = _tensor("g", g)\n',
+           "        pass\n",
+           "g is not checked to be a tensor: a list g fails deep in the op with an AttributeError (survivor of the "
+           "generated sample at seed 11; the corruptions covered k alone)"),
     # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
     Mutant("dot_guard_switched_off", "ops.py",
            "DOT_GUARD=sp.DOT_GUARD,",

@@ -719,8 +719,51 @@ def _kw(inputs: Inputs, **changes: Any) -> dict[str, Any]:
     return d
 
 
+# The ops' tensor arguments, each of which a caller may pass wrongly in the same ways (``_not_tensor``,
+# ``_other_device``, ``_int_dtype`` for the float ones): these corruptions exist for every argument
+# by construction.
+ARGUMENTS = ("k", "v", "beta", "A", "g", "dw", "du", "cu_seqlens", "chunk_indices")
+
+
+def _with(inputs: Inputs, name: str) -> dict[str, Any]:
+    """The valid arguments of ``inputs`` with ``name`` passed: a zero gate where the case has none,
+    cu_seqlens (of the fixed batch where it has none) for cu_seqlens and chunk_indices."""
+    kw = _kw(inputs)
+    if name in ("cu_seqlens", "chunk_indices"):
+        kw["cu_seqlens"] = _cu_tensor(inputs).to(inputs.cu_seqlens.dtype if inputs.cu_seqlens is not None else torch.int64)
+    if name == "chunk_indices":
+        kw["chunk_indices"] = prepare_chunk_indices(kw["cu_seqlens"], inputs.A.shape[-1])
+    if name == "g" and inputs.g is None:
+        kw["g"] = torch.zeros_like(inputs.beta)
+    return kw
+
+
+def _not_tensor(name: str) -> Corruption:
+    def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
+        kw = _with(x, name)
+        return {**kw, name: kw[name].tolist()}, TypeError, f"{name} must be a torch.Tensor"
+    return corrupt
+
+
+def _int_dtype(name: str) -> Corruption:
+    def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
+        kw = _with(x, name)
+        return {**kw, name: kw[name].to(torch.int32)}, TypeError, f"{name} must have"
+    return corrupt
+
+
+def _other_device(name: str) -> Corruption:
+    def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
+        kw = _with(x, name)
+        return {**kw, name: kw[name].to("meta" if x.k.device.type == "cpu" else "cpu")}, ValueError, \
+            f"{name} must be on k's device"
+    return corrupt
+
+
 CORRUPTIONS: dict[str, Corruption] = {
-    "k_not_tensor": lambda x, at: (_kw(x, k=x.k.tolist()), TypeError, "k must be a torch.Tensor"),
+    **{f"{name}_not_tensor": _not_tensor(name) for name in ARGUMENTS},
+    **{f"{name}_other_device": _other_device(name) for name in ARGUMENTS if name != "k"},  # k's device is the one
+    **{f"{name}_int_dtype": _int_dtype(name) for name in ARGUMENTS[:7]},  # the float ones
     "k_3d": lambda x, at: (_kw(x, k=x.k[0]), ValueError, "k must be 4-D"),
     "v_wrong_T": lambda x, at: (_kw(x, v=x.v[:, :-1]), ValueError, "v must share"),
     "hv_not_multiple": lambda x, at: (_kw(x, k=x.k.repeat(1, 1, x.v.shape[2] + 1, 1), v=x.v), ValueError, "multiple"),
@@ -729,7 +772,6 @@ CORRUPTIONS: dict[str, Corruption] = {
     "g_wrong_shape": lambda x, at: (_kw(x, g=x.beta[:, :, :1].expand(-1, -1, 2).contiguous()
                                     if x.beta.shape[2] == 1 else x.beta[:, :, :1]), ValueError, "g must have shape"),
     "A_wrong_dtype": lambda x, at: (_kw(x, A=x.A.to(torch.float64)), TypeError, "A must have the dtype"),
-    "k_int_dtype": lambda x, at: (_kw(x, k=x.k.to(torch.int32)), TypeError, "k must have dtype"),
     "dw_wrong_shape": lambda x, at: (_kw(x, dw=x.dw[..., :-1]), ValueError, "dw must have shape"),
     # A first entry of 1, -1, 2, -2, 3 or -3 (by position).
     "cu_not_starting_at_0": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x, lambda c: c.__setitem__(
@@ -749,15 +791,13 @@ CORRUPTIONS: dict[str, Corruption] = {
                                   ValueError, "B == 1"),
     "chunk_indices_wrong": lambda x, at: (_kw(x, cu_seqlens=_cu_tensor(x), chunk_indices=_wrong_chunk_indices(x, at)),
                                           ValueError, "chunk_indices must equal"),
-    "beta_other_device": lambda x, at: (_kw(x, beta=x.beta.to("meta" if x.k.device.type == "cpu" else "cpu")),
-                                    ValueError, "beta must be on k's device"),
     "chunk_indices_without_cu": lambda x, at: (_kw(x, cu_seqlens=None, chunk_indices=torch.zeros(1, 2, dtype=torch.int64)),
                                            ValueError, "chunk_indices was given without cu_seqlens"),
 }
 
 
 # Corruptions of arguments only the backward takes.
-BACKWARD_ONLY = frozenset({"dw_wrong_shape"})
+BACKWARD_ONLY = frozenset(name for name in CORRUPTIONS if name.startswith(("dw_", "du_")))
 
 
 def _cu(inputs: Inputs, edit: Callable[[list[int]], None]) -> list[int]:
