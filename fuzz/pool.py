@@ -88,13 +88,13 @@ def _instances(case: Case) -> list[Case]:
     heads the same with every key head repeated (grouped_heads runs that twin, H = HV) and, where
     the backend has the variant, the backward grouped and per value head (Backend.groups_dk picks by
     the grid's size; a pooled case may also draw the ``group_dk`` knob); with a gate below float32,
-    the twin with float32 gates (widened_gates runs it)."""
+    the twin with float32 gates in the default launch shape (``properties.widened``: widened_gates
+    runs it)."""
     twins = [case, case.replace(H=case.HV)] if case.H < case.HV else [case]
     if case.H < case.HV and case.backend != "npu":
         twins += [case.replace(knobs={**case.knobs, "group_dk": g}) for g in (False, True)]
-    if widened(case) != case:
-        twins.append(widened(case))
-    return [c.replace(knobs={**c.knobs, "mode": mode}) for c in twins for mode in MODES]
+    shapes = [c.replace(knobs={**c.knobs, "mode": mode}) for c in twins for mode in MODES]
+    return shapes + [widened(c) for c in twins if c.H == case.H and widened(c) != c]  # not grouped_heads' twin
 
 
 def _labels(case: Case) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ def test_the_property_holds(changes: dict[str, Any]) -> None:
 def test_widened_names_float32_gates() -> None:
     assert widened(BASE).dtype_of("beta") == widened(BASE).dtype_of("g") == torch.float32
     assert widened(BASE.replace(use_g=False)).g_dtype is None
+    assert widened(BASE.replace(knobs={"mode": "grid", "max_tasks": 3})).knobs == {"max_tasks": 3}  # default shape
     f32 = BASE.replace(dtype="float32")
     assert widened(f32) == f32
     with pytest.raises(PropertyFailure, match="needs a case whose beta or g is below float32"):
