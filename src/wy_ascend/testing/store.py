@@ -226,7 +226,8 @@ _FAILURE_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "message": ((str,), "a string"),
     "metrics": ((dict,), "an object"),
 }
-# Case fields Case.from_dict does not type-check itself.
+# Case fields every file must hold, with their types (Case.from_dict checks the types of the others, the
+# later fields among them, which a file holds only where they differ from their defaults).
 _CASE_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "dtype": ((str,), "a string"),
     "use_g": ((bool,), "true or false"),
