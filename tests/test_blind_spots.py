@@ -146,6 +146,24 @@ def test_a_planner_that_plans_what_does_not_fit_fails(monkeypatch) -> None:
         check_plan_coverage(case)
 
 
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda ls: ls + ls[:1], r"0 missing .*, 0 outside the grid .*, [1-9]\d* run twice"),  # a launch repeated
+    (lambda ls: ls[:-1], r"[1-9]\d* missing .*, 0 outside the grid .*, 0 run twice"),  # the last launch dropped
+], ids=["repeated", "dropped"])
+def test_a_plan_that_runs_a_task_twice_or_never_fails(monkeypatch, edit, expected) -> None:
+    """plan_coverage counts every task's runs: a repeated launch (each of its tasks twice) and a
+    dropped one (its tasks never) both fail, each by its own count."""
+    def edited(kernel: str, **kw: Any) -> Any:
+        p = real_plan(kernel, **kw)
+        return dataclasses.replace(p, launches=tuple(edit(list(p.launches))))
+
+    case = Case(T=100, BT=16, HV=2, knobs={"max_tasks": 3})  # 7 chunks x 2 heads in launches of 3 tasks
+    assert real_plan("fwd", NT=7, BH=2, BT=16, K=16, V=16, spec=properties.plan_spec(case)).num_launches > 1
+    monkeypatch.setattr(properties, "plan", edited)
+    with pytest.raises(PropertyFailure, match=expected):
+        check_plan_coverage(case)
+
+
 # ----------------------------------------------------------------------------- device specs
 
 
