@@ -539,8 +539,7 @@ def widened(case: Case) -> Case:
     ``check_widened_gates`` runs: one more compile on a device, not two; launch_invariance holds the
     shapes equal); ``case`` itself where the gates are float32 already (the fields name only dtypes
     other than k's)."""
-    if case.dtype_of("beta") == case.dtype_of("g") == torch.float32 or (
-            not case.use_g and case.dtype_of("beta") == torch.float32):
+    if all(case.dtype_of(gate) == torch.float32 for gate in (("beta", "g") if case.use_g else ("beta",))):
         return case
     other = None if case.dtype == "float32" else "float32"
     return case.replace(beta_dtype=other, g_dtype=other if case.use_g else None,
@@ -725,9 +724,9 @@ def _kw(inputs: Inputs, **changes: Any) -> dict[str, Any]:
     return d
 
 
-# The ops' tensor arguments, each of which a caller may pass wrongly in the same ways (``_not_tensor``,
-# ``_other_device``, ``_int_dtype`` for the float ones): these corruptions exist for every argument
-# by construction.
+# The ops' tensor arguments, each of which a caller may pass wrongly in the same ways (not a tensor, on
+# another device, the float ones in an integer dtype: ``_passed_wrongly``): these corruptions exist for
+# every argument by construction.
 ARGUMENTS = ("k", "v", "beta", "A", "g", "dw", "du", "cu_seqlens", "chunk_indices")
 
 
@@ -744,32 +743,23 @@ def _with(inputs: Inputs, name: str) -> dict[str, Any]:
     return kw
 
 
-def _not_tensor(name: str) -> Corruption:
+def _passed_wrongly(name: str, change: Callable[[torch.Tensor, Inputs], Any], error: type[Exception],
+                    fragment: str) -> Corruption:
+    """The corruption passing argument ``name`` as ``change(tensor, inputs)``, the rest valid (``_with``)."""
     def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
         kw = _with(x, name)
-        return {**kw, name: kw[name].tolist()}, TypeError, f"{name} must be a torch.Tensor"
-    return corrupt
-
-
-def _int_dtype(name: str) -> Corruption:
-    def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
-        kw = _with(x, name)
-        return {**kw, name: kw[name].to(torch.int32)}, TypeError, f"{name} must have"
-    return corrupt
-
-
-def _other_device(name: str) -> Corruption:
-    def corrupt(x: Inputs, at: int) -> tuple[dict[str, Any], type[Exception], str]:
-        kw = _with(x, name)
-        return {**kw, name: kw[name].to("meta" if x.k.device.type == "cpu" else "cpu")}, ValueError, \
-            f"{name} must be on k's device"
+        return {**kw, name: change(kw[name], x)}, error, fragment
     return corrupt
 
 
 CORRUPTIONS: dict[str, Corruption] = {
-    **{f"{name}_not_tensor": _not_tensor(name) for name in ARGUMENTS},
-    **{f"{name}_other_device": _other_device(name) for name in ARGUMENTS if name != "k"},  # k's device is the one
-    **{f"{name}_int_dtype": _int_dtype(name) for name in ARGUMENTS[:7]},  # the float ones
+    **{f"{name}_not_tensor": _passed_wrongly(name, lambda t, x: t.tolist(), TypeError, f"{name} must be a torch.Tensor")
+       for name in ARGUMENTS},
+    **{f"{name}_other_device": _passed_wrongly(name, lambda t, x: t.to("meta" if x.k.device.type == "cpu" else "cpu"),
+                                               ValueError, f"{name} must be on k's device")
+       for name in ARGUMENTS if name != "k"},  # k's device is the one
+    **{f"{name}_int_dtype": _passed_wrongly(name, lambda t, x: t.to(torch.int32), TypeError, f"{name} must have")
+       for name in ARGUMENTS[:7]},  # the float ones
     "k_3d": lambda x, at: (_kw(x, k=x.k[0]), ValueError, "k must be 4-D"),
     "v_wrong_T": lambda x, at: (_kw(x, v=x.v[:, :-1]), ValueError, "v must share"),
     "hv_not_multiple": lambda x, at: (_kw(x, k=x.k.repeat(1, 1, x.v.shape[2] + 1, 1), v=x.v), ValueError, "multiple"),
