@@ -231,6 +231,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n",
            "g is not checked to be a tensor: a list g fails deep in the op with an AttributeError (survivor of the "
            "generated sample at seed 11; the corruptions covered k alone)"),
+    # --- knobs: a launch knob that does not reach the launch leaves every output right (each plan and
+    # variant is correct) and makes the properties that vary knobs compare a launch with itself
+    Mutant("call_memo_ignores_config", "ops.py",
+           "key = (kernel, problem, backend_name, merged, beta.dtype,",
+           "key = (kernel, problem, backend_name, beta.dtype,",
+           "the memo of planned calls ignores the launch config: a call with other knobs reuses the first call's "
+           "plan and variant"),
+    Mutant("spec_ignores_max_blocks_knob", "backends.py",
+           "max_blocks=_given(config.max_blocks, self.max_blocks),",
+           "max_blocks=self.max_blocks,",
+           "the device spec ignores config.max_blocks: no launch is split under a smaller block limit"),
+    Mutant("variant_ignores_gate_layout_knob", "backends.py",
+           "return dot_guard, _given(config.gate_head_major, self.gate_head_major), emulate",
+           "return dot_guard, self.gate_head_major, emulate",
+           "config.gate_head_major is ignored: beta/g always in the backend's own layout"),
     # --- Ascend dot guards (DOT_GUARD): each reload, the rebuild and the copy
     Mutant("dot_guard_switched_off", "ops.py",
            "DOT_GUARD=sp.DOT_GUARD,",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -113,6 +115,8 @@ class _Call:
         with self._semantics():
             for i, launch in enumerate(self.plan.launches):
                 kwargs = {**args, **self.scalars, **self.per_launch[i]}
+                for observer in _OBSERVERS:
+                    observer(self, launch.grid, kwargs)
                 compiled = self.compiled[i]
                 if compiled is not None:
                     grid = (*launch.grid, 1, 1)[:3]
@@ -130,6 +134,22 @@ class _Call:
         from .interpreter import ascend_semantics
 
         return ascend_semantics(self.emulate)
+
+
+# Called with each launch's _Call, grid and kernel arguments right before it runs: the fuzz properties
+# check through one (``observed``) that every launch is the one the call's case and knobs ask for.
+Observer = Callable[[_Call, tuple[int, ...], dict[str, Any]], None]
+_OBSERVERS: list[Observer] = []
+
+
+@contextlib.contextmanager
+def observed(observer: Observer) -> Iterator[None]:
+    """Call ``observer`` on every launch made inside the ``with`` block."""
+    _OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(observer)
 
 
 def _arg_names(kernel: object) -> list[str]:

@@ -32,6 +32,7 @@ against the oracle only.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -40,9 +41,9 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, check_available, device_spec, resolve_backend
+from ..backends import BACKENDS, Backend, LaunchConfig, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
-from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
+from ..ops import observed, prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, batch_heads, plan, program_tasks
 from ..validation import SUPPORTED_BT
 from . import rng
@@ -264,23 +265,109 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     """Forward and backward of the case on its backend (arguments in the case's memory layouts,
     with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every property
     that runs the ops checks through here that they leave their arguments alone (``_untouched``)."""
-    backend, config = backend_name(case), case.config(**knob_overrides)
+    asked = case.replace(knobs={k: v for k, v in {**case.knobs, **knob_overrides}.items() if v is not None})
+    backend, config = backend_name(case), asked.config()
     with phase("inputs"):
         args = case.arguments(inputs)
         before = _storages(args)
     dw, du = args.pop("dw"), args.pop("du")
-    with phase("kernel"):
+    seen: dict[str, Seen] = {"fwd": [], "bwd": []}
+    with phase("kernel"), observed(lambda call, grid, kw: seen["fwd"].append((call, grid, kw))):
         w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
     _untouched("recompute_w_u_fwd", before)
-    with phase("kernel"):
+    with phase("kernel"), observed(lambda call, grid, kw: seen["bwd"].append((call, grid, kw))):
         dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
     _untouched("prepare_wy_repr_bwd", before)
+    for kernel, launches in seen.items():
+        _launched_as_asked(asked, kernel, launches)
     outputs = dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
     wrong = {name: f"{x.dtype} (expected {case.dtype_of(name)})" for name, x in outputs.items()
              if x is not None and x.dtype != case.dtype_of(name)}
     if wrong:  # w, u, dk, dv in k's dtype; dbeta and dg in beta's and g's (the ops' contract)
         raise PropertyFailure(f"outputs of the wrong dtype: {wrong}", {"dtypes": wrong})
     return outputs
+
+
+# What ops.observed hands over per launch: the op's _Call, the grid and the kernel's arguments.
+Seen = list[tuple[Any, tuple[int, ...], dict[str, Any]]]
+
+
+def _knob_flags(case: Case, kernel: str, backend: Backend, config: LaunchConfig) -> dict[str, bool]:
+    """The kernel flags the case's knobs fix, each stated from its knob (else the backend's table
+    value) alone, not by the code that plans and specializes the call (backends, specialization)."""
+
+    def given(name: str, default: Any) -> Any:
+        value = getattr(config, name)
+        return default if value is None else value
+
+    flags = {"DOT_GUARD": given("dot_guard", backend.dot_guard),
+             "GATE_HEAD_MAJOR": given("gate_head_major", backend.gate_head_major) and case.HV > 1,
+             "PERSISTENT": given("mode", backend.mode) == "persistent"}
+    if kernel == "bwd" and (config.group_dk is not None or case.HV == case.H):
+        flags["GROUP_DK"] = bool(config.group_dk) and case.HV > case.H
+    if backend.interpret:
+        flags["LOWP_DOT"] = bool(config.lowp_dot) and case.dtype == "bfloat16"
+    elif not backend.lowp_dot_for_bf16:
+        flags["LOWP_DOT"] = False
+    return flags
+
+
+def _launched_as_asked(case: Case, kernel: str, launches: Seen) -> None:
+    """Every launch of one op is the one its case and knobs ask for: each knob reaches the launch (a
+    knob that is dropped on its way leaves every output right, every plan and variant being correct,
+    and the properties that vary knobs then compare a launch with itself), the compiled kernel is the
+    case's (``Case.specializations``), the launch limits hold, and together the launches run every
+    (chunk, head) task exactly once. Holds for every case, backend and knob by construction."""
+    from ..interpreter import emulation_default
+
+    backend, config = BACKENDS[backend_name(case)], case.config()
+    flags = _knob_flags(case, kernel, backend, config)
+    spec = dataclasses.asdict(case.specializations()[kernel])
+    max_blocks = config.max_blocks if config.max_blocks is not None else backend.max_blocks
+    ub_bytes = config.ub_bytes if config.ub_bytes is not None else backend.ub_bytes
+    group = flags.get("GROUP_DK", spec.get("GROUP_DK", False))
+    NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
+    BH = (case.B if case.cu_seqlens is None else 1) * (case.H if group else case.HV)
+    runs = torch.zeros(NT, BH, dtype=torch.int32)
+    for call, grid, kw in launches:
+        where = f"{kernel} launch at chunk {kw['t_offset']}, head {kw['bh_offset']} (grid {grid})"
+        wrong = {n: (kw[n], v) for n, v in {**spec, **flags}.items() if n in kw and kw[n] != v}
+        if backend.interpret and call.emulate != (config.emulate if config.emulate is not None else emulation_default()):
+            wrong["emulate"] = (call.emulate, not call.emulate)
+        if wrong:
+            raise PropertyFailure(f"{where} is not the one the case's knobs {case.knobs} ask for: "
+                                  + ", ".join(f"{n}={got} (asked: {want})" for n, (got, want) in wrong.items()),
+                                  {"launched_vs_asked": {n: list(p) for n, p in wrong.items()}})
+        blocks, tile = math.prod(grid), max(kw["BK"], kw["BV"])
+        limits = [(max_blocks is not None and blocks > max_blocks, f"{blocks} blocks > max_blocks {max_blocks}"),
+                  (config.tile_cap is not None and tile > max(MIN_TILE, config.tile_cap),
+                   f"a {tile}-wide tile > tile_cap {config.tile_cap}"),
+                  (ub_bytes is not None and ub_need(kernel, case.BT, tile) > ub_bytes * UB_SAFETY_MARGIN,
+                   f"a {tile}-wide tile overflows the UB of {ub_bytes} bytes")]
+        if flags["PERSISTENT"]:
+            rows, rest = divmod(kw["num_tasks"], kw["bh_count"])
+            extent, width = rows + (rest > 0), kw["bh_count"]
+            limits += [(config.num_cores is not None and grid[0] > config.num_cores,
+                        f"{grid[0]} programs > num_cores {config.num_cores}"),
+                       (config.max_tasks is not None and kw["num_tasks"] > config.max_tasks,
+                        f"{kw['num_tasks']} tasks > max_tasks {config.max_tasks}"),
+                       (kw["num_programs"] != grid[0], f"num_programs {kw['num_programs']} != its grid's {grid[0]}")]
+        else:
+            (extent, width), rows, rest = grid[:2], grid[0], 0
+            limits.append((any(g > m for g, m in zip(grid, backend.max_grid)), f"the grid exceeds {backend.max_grid}"))
+        limits.append((kw["t_offset"] + extent > NT or kw["bh_offset"] + width > BH,
+                       f"tasks past the {NT} x {BH} task grid"))
+        broken = [text for bad, text in limits if bad]
+        if broken:
+            raise PropertyFailure(f"{where}: " + "; ".join(broken))
+        t0, b0 = kw["t_offset"], kw["bh_offset"]
+        runs[t0:t0 + rows, b0:b0 + width] += 1
+        if rest:
+            runs[t0 + rows, b0:b0 + rest] += 1
+    if not bool((runs == 1).all()):
+        raise PropertyFailure(f"{kernel}: the launches run {int((runs == 0).sum())} of the {NT} x {BH} (chunk, head) "
+                              f"tasks never and {int((runs > 1).sum())} more than once",
+                              {"never": int((runs == 0).sum()), "repeated": int((runs > 1).sum())})
 
 
 def _bytes(x: torch.Tensor) -> torch.Tensor:
@@ -527,7 +614,7 @@ def check_varlen_split(case: Case) -> Metrics:
     for i, (a, b) in enumerate(zip(case.cu_seqlens[:-1], case.cu_seqlens[1:])):
         if a == b:
             continue
-        alone = run_ops(case, _slice_tokens(inputs, a, b))
+        alone = run_ops(case.replace(T=b - a, cu_seqlens=(0, b - a)), _slice_tokens(inputs, a, b))
         part = {n: (x[:, a:b] if x is not None else None) for n, x in packed.items()}
         metrics[f"seq{i}"] = _bitwise(f"sequence {i} (tokens {a}:{b}) differs when run alone", part, alone,
                                       FWD_NAMES + BWD_NAMES)

@@ -1,0 +1,113 @@
+"""Every kernel property checks that each launch is the one its case and knobs ask for
+(properties.run_ops, ``_launched_as_asked``).
+
+A knob dropped on its way to the launch leaves every output right (each plan and kernel variant
+is correct), and the properties that vary knobs (launch_invariance above all) then compare a
+launch with itself and pass. Only a look at the launches themselves sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from wy_ascend import backends, ops
+from wy_ascend.backends import LaunchConfig
+from wy_ascend.testing import properties
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure, check_launch_invariance, check_oracle, run_ops
+
+pytestmark = pytest.mark.cpu_backend
+
+# Two sequences (a partial chunk), grouped heads, a gate; its knobs move every flag and limit off
+# the cpu backend's defaults: grid launches, token-major gates, bf16 dot operands, dk summed in
+# the kernel, a block limit that splits the grid.
+KNOBS = dict(mode="grid", gate_head_major=False, lowp_dot=True, group_dk=True, max_blocks=3)
+CASE = Case(cu_seqlens=(0, 7, 40), H=1, HV=2, K=16, V=24, BT=16, use_g=True, dtype="bfloat16", backend="cpu",
+            knobs=KNOBS)
+
+
+def test_the_case_and_its_defaults_pass() -> None:
+    check_oracle(CASE)
+    check_launch_invariance(CASE)
+
+
+@pytest.mark.parametrize("knob", sorted(KNOBS))
+def test_a_dropped_knob_fails_naming_what_it_should_have_changed(monkeypatch: pytest.MonkeyPatch, knob: str) -> None:
+    """The call plans and specializes as if ``knob`` were not given (what a dropped knob looks like
+    anywhere between the config and the launch): launch_invariance alone passes it, the check fails it."""
+    real = ops.current_config
+
+    def dropped(config: LaunchConfig | None = None) -> LaunchConfig:
+        return dataclasses.replace(real(config), **{knob: None})
+
+    monkeypatch.setattr(ops, "current_config", dropped)
+    monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
+    with pytest.raises(PropertyFailure, match="not the one the case's knobs|blocks > max_blocks"):
+        check_launch_invariance(CASE)
+    monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
+    check_launch_invariance(CASE)
+
+
+def test_a_memo_that_ignores_the_config_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catalog's call_memo_ignores_config, planted: a call with other knobs gets the first call's plan."""
+    memo: dict[Any, ops._Call] = {}
+    real = ops._call
+
+    def ignoring(kernel: str, problem: Any, backend_name: Any, config: Any, *rest: Any) -> ops._Call:
+        return memo.setdefault((kernel, problem), real(kernel, problem, backend_name, config, *rest))
+
+    monkeypatch.setattr(ops, "_call", ignoring)
+    run_ops(CASE, properties.build_inputs(CASE))
+    with pytest.raises(PropertyFailure, match="GATE_HEAD_MAJOR=False \\(asked: True\\)"):
+        run_ops(CASE, properties.build_inputs(CASE), gate_head_major=True)
+
+
+def _launches(case: Case, kernel: str) -> properties.Seen:
+    seen: properties.Seen = []
+    with ops.observed(lambda call, grid, kw: seen.append((call, grid, kw))):
+        run_ops(case, properties.build_inputs(case))
+    return [launch for launch in seen if launch[0].kernel is ops.kernel_for(launch[0].backend, kernel)]
+
+
+@pytest.mark.parametrize("mode", ["grid", "persistent"])
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_a_repeated_or_missing_launch_fails(kernel: str, mode: str) -> None:
+    split = {"max_blocks": 2} if mode == "grid" else {"max_tasks": 3}  # several launches either way
+    case = CASE.replace(knobs={**KNOBS, "mode": mode, **split})
+    launches = _launches(case, kernel)
+    assert len(launches) >= 2
+    properties._launched_as_asked(case, kernel, launches)
+    with pytest.raises(PropertyFailure, match=r"tasks never and [1-9]\d* more than once"):
+        properties._launched_as_asked(case, kernel, launches + launches[:1])
+    with pytest.raises(PropertyFailure, match=r"run [1-9]\d* of the .* tasks never and 0 more"):
+        properties._launched_as_asked(case, kernel, launches[1:])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (dict(num_programs=1), "num_programs 1 != its grid's"),
+    (dict(t_offset=5), "tasks past the"),
+    (dict(num_tasks=10**6), "tasks past the"),
+])
+def test_a_launch_outside_its_limits_fails(change: dict[str, int], message: str) -> None:
+    case = CASE.replace(knobs={**KNOBS, "mode": "persistent", "num_cores": 2})
+    (call, grid, kw), *rest = _launches(case, "bwd")
+    with pytest.raises(PropertyFailure, match=message):
+        properties._launched_as_asked(case, "bwd", [(call, grid, {**kw, **change}), *rest])
+
+
+def test_a_grid_past_the_block_limit_fails() -> None:
+    (call, grid, kw), *rest = _launches(CASE, "fwd")
+    with pytest.raises(PropertyFailure, match="blocks > max_blocks 3"):
+        properties._launched_as_asked(CASE, "fwd", [(call, (grid[0] + 3, *grid[1:]), kw), *rest])
+
+
+def test_the_emulation_knob_reaches_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """emulate=False must run the interpreter without Ascend semantics."""
+    case = CASE.replace(knobs={"emulate": False})
+    monkeypatch.setattr(backends.Backend, "variant", lambda self, config: (True, True, True))
+    monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
+    with pytest.raises(PropertyFailure, match="emulate=True"):
+        run_ops(case, properties.build_inputs(case))
