@@ -147,6 +147,7 @@ class Backend:
     lowp_dot_for_bf16: bool  # dot operands rounded to bf16 when the I/O dtype is bf16
     dot_guard: bool  # reload A before each dot (Ascend's dot may clobber its left operand)
     group_dk: bool  # the backward sums each key head's dk over its value heads in one program
+    dk_sum_kernel: bool  # otherwise the per-value-head dk is summed by one Triton launch, not torch's sum and cast
     autotune: bool
     interpret: bool
 
@@ -286,6 +287,7 @@ _NPU_SHAPE = dict(
     lowp_dot_for_bf16=False,
     dot_guard=True,
     group_dk=False,
+    dk_sum_kernel=False,
     autotune=False,
 )
 
@@ -311,6 +313,10 @@ BACKENDS: dict[str, Backend] = {
         lowp_dot_for_bf16=True,
         dot_guard=False,
         group_dk=True,
+        # The per-value-head dk summed in one launch: torch's reduction and cast took two, and each
+        # launch costs the small grouped backwards about 3 us of device time (B1 T1024 H8 HV32 K=V=16:
+        # 30.2 -> 25.4 us; docs/nightly-h200.md session 12).
+        dk_sum_kernel=True,
         autotune=True,
         interpret=False,
     ),
@@ -519,6 +525,11 @@ def kernel_for(backend: Backend, kernel_name: str) -> object:
     if backend.autotune:
         return _autotuned(kernel_name)
     return _kernels(backend.interpret).KERNELS[kernel_name]
+
+
+def dk_sum_kernel(backend: Backend) -> object:
+    """The grouped backward's dk sum (kernels.wy_dk_group_sum_kernel) in ``backend``'s Triton mode."""
+    return _kernels(backend.interpret).wy_dk_group_sum_kernel
 
 
 # Devices each backend plans for, as data: (backend, the core count its device query returns, UB

@@ -446,4 +446,19 @@ def wy_bwd_kernel(
                    GROUP_DK)
 
 
+@triton.jit
+def wy_dk_group_sum_kernel(dk_heads, dk, rows, G: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr):
+    """dk[r] = sum over j of dk_heads[r, j] for BR rows r of the [rows, G, K] fp32 per-value-head dk, the G
+    heads added in order (the GROUP_DK running sum's order) and rounded once into dk's dtype: the
+    grouped backward's sum in one launch where torch took two (a reduction, then a cast)."""
+    o_r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    o_k = tl.arange(0, BK)
+    mask = (o_r < rows)[:, None] & (o_k < K)[None, :]
+    p_src = dk_heads + o_r[:, None] * (G * K) + o_k[None, :]
+    b_dk = tl.load(p_src, mask=mask, other=0.0)
+    for j in tl.static_range(1, G):
+        b_dk += tl.load(p_src + j * K, mask=mask, other=0.0)
+    tl.store(dk + o_r[:, None] * K + o_k[None, :], b_dk.to(dk.dtype.element_ty), mask=mask)
+
+
 KERNELS = {"fwd": wy_fwd_kernel, "bwd": wy_bwd_kernel}

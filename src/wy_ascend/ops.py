@@ -22,6 +22,7 @@ from .backends import (
     Backend,
     LaunchConfig,
     current_config,
+    dk_sum_kernel,
     kernel_for,
     ptxas_deadline,
     resolve_backend,
@@ -56,6 +57,11 @@ def _from_gate_layout(x: torch.Tensor, head_major: bool) -> torch.Tensor:
     return x.transpose(1, 2).contiguous() if head_major else x
 
 
+# Rows of the dk sum per program (kernels.wy_dk_group_sum_kernel): on the H200, 16 to 64 rows timed within
+# 2% on four grouped shapes, 128 up to 12% slower (docs/nightly-h200.md session 12).
+DK_SUM_ROWS = 32
+
+
 class _Call:
     """What every call of one op with one problem shape, dtypes, backend and config shares:
     the plan, the kernel, its specialization and the launch arguments that are not tensors.
@@ -73,6 +79,8 @@ class _Call:
         BH = batch_heads(kernel, problem.B, problem.H, problem.HV, self.group_dk)
         self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=BH, BT=problem.BT, K=problem.K, V=problem.V, spec=spec)
         self.kernel = kernel_for(self.backend, kernel)
+        sums = kernel == "bwd" and problem.HV != problem.H and not self.group_dk and self.backend.dk_sum_kernel
+        self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         # The compiled kernel this call launches (every launch of the plan shares it); its flags
         # are the launch's: head-major beta/g only with several value heads, and so on.
         self.specialization: Specialization = of_launch(
@@ -100,6 +108,19 @@ class _Call:
 
     def new(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return _new(shape, dtype, self.problem.device, bool(self.config.poison_outputs))
+
+    def sum_value_heads(self, dk_heads: torch.Tensor) -> torch.Tensor:
+        """The per-value-head fp32 dk [B,T,HV,K] summed over each key head's value heads, rounded once
+        into k's dtype: one launch of the sum kernel where the backend takes it, else torch's sum and cast."""
+        p = self.problem
+        G = p.HV // p.H
+        if self.dk_sum is None:
+            return dk_heads.view(p.B, p.T, p.H, G, p.K).sum(3).to(p.dtype)
+        dk = self.new((p.B, p.T, p.H, p.K), p.dtype)
+        rows = p.B * p.T * p.H
+        grid = (-(-rows // DK_SUM_ROWS),)
+        self.dk_sum[grid](dk_heads, dk, rows, G, p.K, 1 << (p.K - 1).bit_length(), DK_SUM_ROWS)  # type: ignore[index]
+        return dk
 
     def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,
                cu_seqlens: torch.Tensor | None, chunk_indices: torch.Tensor | None,
@@ -242,7 +263,7 @@ def prepare_wy_repr_bwd(
     dg = call.new(gate_shape, g.dtype) if g is not None else None
     call.launch(k, v, beta, g, A, cu_seqlens, p.chunk_indices, dw=dw.contiguous(), du=du.contiguous(), dk=dk_out,
                 dk_acc=dk_acc, dv=dv, dbeta=dbeta, dg=dg)
-    dk = dk_out.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3).to(p.dtype) if grouped and not call.group_dk else dk_out
+    dk = call.sum_value_heads(dk_out) if grouped and not call.group_dk else dk_out
     dbeta = _from_gate_layout(dbeta, call.head_major)
     if dg is not None:
         dg = _from_gate_layout(dg, call.head_major)

@@ -264,7 +264,8 @@ def build_inputs(case: Case) -> Inputs:
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
     """Forward and backward of the case on its backend (arguments in the case's memory layouts,
     with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every property
-    that runs the ops checks through here that they leave their arguments alone (``_untouched``)."""
+    that runs the ops checks through here that they leave their arguments alone (``_untouched``) and
+    launch what the case and knobs ask for (``_launched_as_asked``)."""
     asked = case.replace(knobs={k: v for k, v in {**case.knobs, **knob_overrides}.items() if v is not None})
     backend, config = backend_name(case), asked.config()
     with phase("inputs"):
