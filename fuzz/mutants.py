@@ -111,8 +111,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "    i_hk = i_h % H\n    o_t = tl.arange(0, BT)\n    m_t = o_t < n\n    # A^T",
            "backward value head -> key head as i_h % H (grouped heads, H >= 2)"),
     Mutant("dk_group_sum_wrong_axis", "ops.py",
-           "dk = dk_out.view(p.B, p.T, p.H, p.HV // p.H, p.K).sum(3)",
-           "dk = dk_out.view(p.B, p.T, p.HV // p.H, p.H, p.K).sum(2)",
+           "return dk_heads.view(p.B, p.T, p.H, G, p.K).sum(3)",
+           "return dk_heads.view(p.B, p.T, G, p.H, p.K).sum(2)",
            "grouped dk summed over strided value heads {h, h+H, ..} instead of each key head's group"),
     # --- varlen offsets and chunk bounds
     Mutant("chunk_start_ignores_bos", "kernels.py",

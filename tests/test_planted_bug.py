@@ -23,6 +23,7 @@ from hypothesis.control import current_build_context
 import wy_ascend.ops
 from wy_ascend.cli import main
 from wy_ascend.planning import plan
+from wy_ascend.testing import properties
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure, run_property
 from wy_ascend.testing.store import iter_store, load, record_failure, replay
@@ -35,10 +36,18 @@ def _drop_last_launch(*args: object, **kwargs: object):  # noqa: ANN202 - same r
     return p
 
 
-def plant(monkeypatch: pytest.MonkeyPatch) -> None:
+def plant(monkeypatch: pytest.MonkeyPatch, launch_check: bool = False) -> None:
     # ops does `from .planning import plan`: patch the name where ops looks it up.
     monkeypatch.setattr(wy_ascend.ops, "plan", _drop_last_launch)
     monkeypatch.setattr(wy_ascend.ops, "_CALLS", OrderedDict())  # no call planned before the plant
+    if not launch_check:  # it names the dropped launch first (below); off, the oracle must find it alone
+        monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
+
+
+def test_the_launch_check_names_the_dropped_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, launch_check=True)
+    with pytest.raises(PropertyFailure, match=r"fwd: the launches run 1 of the 2 x 1 \(chunk, head\) tasks never"):
+        run_property("oracle", Case(T=17, knobs={"max_tasks": 1}, backend="cpu"))
 
 
 @st.composite

@@ -190,9 +190,10 @@ class Backend:
         the grouped grid's ``programs`` (chunks x B x H) number at least GROUP_DK_PROGRAMS_PER_HEAD
         times the group size G = HV / H: a smaller grid leaves SMs idle while each program runs its
         value heads one after another (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads,
-        took 8.3x the perf property's bound; 4.9x per value head). Both ways gave the same outputs,
-        bit for bit, with G <= 4 (15 shapes); with G = 8 not (3 shapes: torch sums the eight fp32 dk
-        in another order than the kernel's running sum; the grouped_heads property bounds both).
+        took 8.3x the perf property's bound; 4.9x per value head). On cuda both ways give the same
+        outputs bit for bit: the per-head dk sum (``Backend.dk_sum_kernel``) adds the value heads in
+        the running sum's order (session 12: G = 8, 3 and 6, bf16 and fp32; before it, torch's sum
+        of eight fp32 dk took another order).
         ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
         its core grid balances (not run on an NPU)."""
         return HV > H and _given(config.group_dk, self.group_dk and programs >= group_dk_min_programs(H, HV))
