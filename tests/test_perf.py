@@ -51,6 +51,20 @@ def test_a_time_past_either_limit_fails_naming_the_op_and_the_limit(rows, words)
         assert word in str(info.value)
 
 
+def test_a_one_off_slow_measurement_passes_and_a_repeated_one_fails() -> None:
+    """A case fails only when each of ATTEMPTS measurements is past a limit, with the last one's metrics."""
+    def measurements(*device_ms: float):  # noqa: ANN202 - an iterator of fresh rows
+        return iter([{"fwd": _row(ms, 1.0), "bwd": _row(1.0, 1.0)} for ms in device_ms])
+
+    once = measurements(9.0, 1.5)
+    assert perf.confirmed(lambda: next(once))["fwd"]["ratio_to_bound"] == pytest.approx(1.5)
+    every = measurements(*[9.0 + i for i in range(perf.ATTEMPTS)])
+    with pytest.raises(perf.PerfFailure, match=f"in each of {perf.ATTEMPTS} measurements") as info:
+        perf.confirmed(lambda: next(every))
+    assert info.value.args[1]["fwd"]["ratio_to_bound"] == pytest.approx(9.0 + perf.ATTEMPTS - 1)
+    assert perf.ATTEMPTS >= 2
+
+
 @pytest.mark.cpu_backend
 def test_the_property_refuses_the_cpu_backend() -> None:
     from wy_ascend.testing.properties import PropertyFailure, run_property
