@@ -60,3 +60,23 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
     source = inspect.getsource(kernels)
     assert source.count("tl.range(") == source.count("num_stages=1)") and " in range(" not in source
     assert configs[0] == (4, 1)
+
+
+@pytest.mark.parametrize(("env", "kernel", "BT", "lowp", "wide"), [
+    ("1", "bwd", 128, False, True),  # the compile cliff: fp32 dots over BT=128
+    ("1", "bwd", 128, True, False),  # bf16 tensor-core operands compile fast
+    ("1", "bwd", 64, False, False),
+    ("1", "fwd", 128, False, False),
+    ("0", "bwd", 128, False, False),
+    ("", "bwd", 128, False, False),  # off by default: not run on a GPU yet
+])
+def test_wide_fp32_launches_only_the_backwards_of_fp32_dots_at_bt_128(monkeypatch, env, kernel, BT, lowp, wide) -> None:
+    monkeypatch.setenv(backends.WIDE_FP32_ENV, env)
+    assert backends.wide_fp32(kernel, BT, lowp) is wide
+    assert backends.search_configs(wide) == ([(backends.WIDE_FP32_WARPS, 1)] if wide else backends.CUDA_CONFIGS)
+
+
+def test_a_bad_wide_fp32_value_is_named(monkeypatch) -> None:
+    monkeypatch.setenv(backends.WIDE_FP32_ENV, "yes")
+    with pytest.raises(ValueError, match="WY_ASCEND_WIDE_FP32 must be 1 or 0, got 'yes'"):
+        backends.wide_fp32("bwd", 128, False)

@@ -416,13 +416,39 @@ AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
 CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
 
 
+# WY_ASCEND_WIDE_FP32=1 (cuda only): a backward whose dots take fp32 operands (fp32 or fp16 I/O, or bf16
+# in tiles narrower than LOWP_MIN_TILE) over BT=128 chunks launches WIDE_FP32_WARPS warps, not the search
+# above. Exact fp32 dots are FMA loops unrolled per thread, so fewer threads mean more code: the fp32 BT=128
+# backward (K64 V16, H3 HV6) compiled for sm_90 in over 600 s with 4 warps (stopped), 43.8 s with 16 and
+# 15.4 s with 32 (Triton 3.6 and its ptxas on a 2-core CPU, docs/nightly-h200.md session 12; issue 13's
+# first-call target is 30 s). Off by default: it has not run on a GPU (its speed and results unmeasured).
+WIDE_FP32_ENV = "WY_ASCEND_WIDE_FP32"
+WIDE_FP32_WARPS = 32
+
+
+def wide_fp32(kernel_name: str, BT: int, lowp_dot: bool) -> bool:
+    """Whether ``WY_ASCEND_WIDE_FP32`` gives this launch WIDE_FP32_WARPS warps (a BT=128 backward of fp32 dots)."""
+    raw = os.environ.get(WIDE_FP32_ENV, "")
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{WIDE_FP32_ENV} must be 1 or 0, got {raw!r}")
+    return raw == "1" and kernel_name == "bwd" and BT == 128 and not lowp_dot
+
+
+def search_configs(wide: bool) -> list[tuple[int, int]]:
+    """The (num_warps, num_stages) the cuda autotuner tries: CUDA_CONFIGS (its first alone with
+    WY_ASCEND_AUTOTUNE=0), or for a wide launch (``wide_fp32``) WIDE_FP32_WARPS warps alone."""
+    if wide:
+        return [(WIDE_FP32_WARPS, 1)]
+    return CUDA_CONFIGS if os.environ.get(AUTOTUNE_ENV, "1") != "0" else CUDA_CONFIGS[:1]
+
+
 @cache
-def _autotuned(kernel_name: str) -> object:
-    """The CUDA variant of an entry kernel, autotuned over warps and stages per shape."""
+def _autotuned(kernel_name: str, wide: bool = False) -> object:
+    """The CUDA variant of an entry kernel, autotuned over warps and stages per shape (``search_configs``)."""
     import triton
 
     kernels = _kernels(interpret=False)
-    search = CUDA_CONFIGS if os.environ.get(AUTOTUNE_ENV, "1") != "0" else CUDA_CONFIGS[:1]
+    search = search_configs(wide)
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
@@ -520,11 +546,12 @@ def check_fp32_dot(backend: Backend) -> None:
                          "process first uses wy_ascend's kernels")
 
 
-def kernel_for(backend: Backend, kernel_name: str) -> object:
-    """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend``."""
+def kernel_for(backend: Backend, kernel_name: str, wide: bool = False) -> object:
+    """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend`` (``wide``: with
+    WIDE_FP32_WARPS warps where the backend autotunes, ``wide_fp32``)."""
     check_fp32_dot(backend)
     if backend.autotune:
-        return _autotuned(kernel_name)
+        return _autotuned(kernel_name, wide)
     return _kernels(backend.interpret).KERNELS[kernel_name]
 
 

@@ -19,6 +19,7 @@ from .backends import (
     FP32_DOT_ENV,
     LOWP_ENV,
     RUNTIME_DIMS_ENV,
+    WIDE_FP32_ENV,
     Backend,
     LaunchConfig,
     current_config,
@@ -26,6 +27,7 @@ from .backends import (
     kernel_for,
     ptxas_deadline,
     resolve_backend,
+    wide_fp32,
 )
 from .interpreter import EMULATION_ENV
 from .planning import LaunchPlan, batch_heads, plan
@@ -78,15 +80,15 @@ class _Call:
                                                                    problem.NT * problem.B * problem.H)
         BH = batch_heads(kernel, problem.B, problem.H, problem.HV, self.group_dk)
         self.plan: LaunchPlan = plan(kernel, NT=problem.NT, BH=BH, BT=problem.BT, K=problem.K, V=problem.V, spec=spec)
-        self.kernel = kernel_for(self.backend, kernel)
-        sums = kernel == "bwd" and problem.HV != problem.H and not self.group_dk and self.backend.dk_sum_kernel
-        self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         # The compiled kernel this call launches (every launch of the plan shares it); its flags
         # are the launch's: head-major beta/g only with several value heads, and so on.
         self.specialization: Specialization = of_launch(
             self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
             dtype=problem.dtype, gate_dtype=gate_dtype, g_dtype=g_dtype, index_dtype=index_dtype,
             use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
+        self.kernel = kernel_for(self.backend, kernel, wide_fp32(kernel, problem.BT, self.specialization.LOWP_DOT))
+        sums = kernel == "bwd" and problem.HV != problem.H and not self.group_dk and self.backend.dk_sum_kernel
+        self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR
         sp, p = self.specialization, problem
@@ -179,8 +181,8 @@ def _arg_names(kernel: object) -> list[str]:
 
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
-# Ascend emulation): part of its memo key, so changing one takes effect at the next call.
-_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV)
+# Ascend emulation, wide fp32 launches): part of its memo key, so changing one takes effect at the next call.
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, WIDE_FP32_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 
