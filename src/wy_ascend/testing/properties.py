@@ -27,7 +27,9 @@ case cannot hide in the whole output's norm (``_worst_block``; below float32 a b
 Launch knobs that only re-partition work (block limit, cores, mode, tasks per launch) and
 the kernel-variant knobs (dot_guard, gate_head_major, emulate) must not change a single bit;
 knobs that change tile widths (ub_bytes, tile_cap) change summation order and are checked
-against the oracle only.
+against the oracle only. Every run of the ops checks that each knob reached the launch
+(``_launched_as_asked``): otherwise a dropped knob would make those comparisons compare a launch
+with itself.
 """
 
 from __future__ import annotations
