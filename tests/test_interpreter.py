@@ -1,6 +1,6 @@
 """The cpu backend's interpreter (wy_ascend/interpreter.py): its speed-ups change no result, and
 its Ascend emulation shows what only an NPU would (a clobbered dot operand, a dot of one tile
-with itself, an address outside every tensor, int32 wrap-around), which makes every dot guard
+with itself, an address outside every tensor, int32 wrap-around, a program id folded to a constexpr), which makes every dot guard
 of kernels.py a tested line: dropping any one fails the oracle with the emulation on and
 passes with it off (the guard mutants of fuzz/mutants.py)."""
 
@@ -142,6 +142,38 @@ def test_a_store_outside_every_tensor_faults() -> None:
     assert past_y[1] <= x.data_ptr() or past_y[0] >= x.data_ptr() + x.nbytes  # y's overrun hits no tensor
     with ascend_semantics(True), pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
         _copy_rows[(1,)](x, y, N, N=N, MASKED=False)
+
+
+@triton.jit
+def _row_ids(out, CAST: tl.constexpr):
+    """out[pid] = pid as int64, by .to() or by tl.cast."""
+    if CAST:
+        pid = tl.cast(tl.program_id(0), tl.int64)
+    else:
+        pid = tl.program_id(0).to(tl.int64)
+    tl.store(out + pid, pid + tl.program_id(1))
+
+
+@pytest.mark.parametrize("grid", [(1, 2), (2, 1), (3, 2)])
+def test_to_on_a_program_id_of_a_grid_axis_of_1_fails_under_the_emulation(grid: tuple[int, int]) -> None:
+    """Ascend folds the program id of a grid axis of 1 to a constexpr, whose .to() does not compile
+    there (DESIGN.md section 3): the emulation raises; tl.cast, arithmetic with it and any wider
+    axis are fine, and so is everything with the emulation off."""
+    def ids(cast: bool) -> torch.Tensor:
+        out = torch.full((grid[0],), -1, dtype=torch.int64)
+        _row_ids[grid](out, CAST=cast)
+        return out
+
+    expected = torch.arange(grid[0]) + grid[1] - 1  # the last program of axis 1 stores last
+    with ascend_semantics(False):
+        assert torch.equal(ids(False), expected)
+    with ascend_semantics(True):
+        assert torch.equal(ids(True), expected)
+        if grid[0] == 1:
+            with pytest.raises(Exception, match="AscendSemanticsError.*folds that program id to a constexpr"):
+                ids(False)
+        else:
+            assert torch.equal(ids(False), expected)
 
 
 def test_int32_arithmetic_wraps_as_on_the_device() -> None:

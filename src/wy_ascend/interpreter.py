@@ -21,9 +21,13 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
   values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
 
+* a program id of a grid axis of 1 folds to a constexpr in Ascend's frontend: under the
+  emulation ``tl.program_id`` returns one there, whose ``.to()`` raises ``AscendSemanticsError``
+  (on the NPU it does not compile; ``tl.cast`` does).
+
 Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
 assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
-it); a program id folded to a constant when its grid axis is 1; the numeric difference of
+it); the numeric difference of
 ``exp2(a)/exp2(b)`` and ``exp2(a - b)``; the cost of a runtime branch between load paths;
 hangs and AI-core exceptions of the hardware itself.
 """
@@ -316,7 +320,22 @@ def _install_emulation_once() -> None:
         _STATE.ranges = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors)]
         return args_hst, kwargs_hst
 
+    class FoldedProgramId(triton.language.constexpr):
+        """A program id of a grid axis of 1 as Ascend's frontend sees it: a constexpr (arithmetic with
+        it works; ``tl.cast`` takes it), on which ``.to()`` does not compile."""
+
+        def to(self, *args: Any, **kwargs: Any) -> Any:
+            raise AscendSemanticsError(
+                ".to() on a program id of a grid axis of 1: Ascend folds that program id to a constexpr, and .to() "
+                f"on a constexpr does not compile there; use tl.cast; at {_kernel_location()}")
+
+    def folded_program_id(axis: int, builder: Any) -> Any:
+        pid = program_id(axis, builder)
+        return FoldedProgramId(0) if _STATE.active and builder.grid_dim[axis] == 1 else pid
+
     builder.create_dot = dot
     builder.create_masked_load = load
     builder.create_masked_store = store
     interpreter.GridExecutor._init_args_hst = init_args_hst
+    program_id = triton.language.semantic.program_id
+    triton.language.semantic.program_id = folded_program_id
