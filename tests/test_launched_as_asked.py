@@ -89,6 +89,7 @@ def test_a_repeated_or_missing_launch_fails(kernel: str, mode: str) -> None:
 @pytest.mark.parametrize(("change", "message"), [
     (dict(num_programs=1), "num_programs 1 != its grid's"),
     (dict(t_offset=5), "tasks past the"),
+    (dict(bh_offset=1), "tasks past the"),  # the grouped backward's one key head: no head 1
     (dict(num_tasks=10**6), "tasks past the"),
 ])
 def test_a_launch_outside_its_limits_fails(change: dict[str, int], message: str) -> None:

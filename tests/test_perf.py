@@ -143,3 +143,12 @@ def test_providers_take_turns_and_the_least_median_counts() -> None:
 
     assert perf.least_medians([lambda: "ours", lambda: "peer"], timer) == [1.0, 0.5]
     assert order == ["ours", "peer"] * perf.ROUNDS
+
+
+def test_without_cuda_the_device_time_is_do_bench_s(monkeypatch) -> None:
+    """An NPU has no spin kernel to hide the host behind: there the device time is the least of
+    do_bench's medians, host work included (the only path an NPU takes; not run on one)."""
+    medians = iter([2.0, 1.5, 3.0])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(perf, "do_bench", lambda fn: next(medians))
+    assert perf.device_time(lambda: None) == 1.5
