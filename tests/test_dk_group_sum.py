@@ -9,6 +9,8 @@ import torch
 
 from wy_ascend.backends import BACKENDS, dk_sum_kernel
 from wy_ascend.ops import DK_SUM_ROWS
+from wy_ascend.planning import next_power_of_2
+from wy_ascend.specialization import cdiv
 
 pytestmark = pytest.mark.cpu_backend
 
@@ -21,8 +23,7 @@ def test_the_sum_adds_the_heads_in_order_and_rounds_once(rows: int, G: int, K: i
     for j in range(1, G):
         expected += heads[:, j]  # ((dk_0 + dk_1) + dk_2) + ...: GROUP_DK's running sum
     out = torch.full((rows, K), float("nan"), dtype=dtype)
-    grid = (-(-rows // DK_SUM_ROWS),)
-    dk_sum_kernel(BACKENDS["cpu"])[grid](heads, out, rows, G, K, 1 << (K - 1).bit_length(), DK_SUM_ROWS)
+    dk_sum_kernel(BACKENDS["cpu"])[(cdiv(rows, DK_SUM_ROWS),)](heads, out, rows, G, K, next_power_of_2(K), DK_SUM_ROWS)
     assert torch.equal(out, expected.to(dtype))
 
 

@@ -30,8 +30,8 @@ from .backends import (
     wide_fp32,
 )
 from .interpreter import EMULATION_ENV
-from .planning import LaunchPlan, batch_heads, plan
-from .specialization import Specialization, of_launch
+from .planning import LaunchPlan, batch_heads, next_power_of_2, plan
+from .specialization import Specialization, cdiv, of_launch
 from .validation import Problem, validate
 
 
@@ -120,8 +120,8 @@ class _Call:
             return dk_heads.view(p.B, p.T, p.H, G, p.K).sum(3).to(p.dtype)
         dk = self.new((p.B, p.T, p.H, p.K), p.dtype)
         rows = p.B * p.T * p.H
-        grid = (-(-rows // DK_SUM_ROWS),)
-        self.dk_sum[grid](dk_heads, dk, rows, G, p.K, 1 << (p.K - 1).bit_length(), DK_SUM_ROWS)  # type: ignore[index]
+        grid = (cdiv(rows, DK_SUM_ROWS),)
+        self.dk_sum[grid](dk_heads, dk, rows, G, p.K, next_power_of_2(p.K), DK_SUM_ROWS)  # type: ignore[index]
         return dk
 
     def launch(self, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor | None, A: torch.Tensor,

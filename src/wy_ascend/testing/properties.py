@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 
 from .. import reference
-from ..backends import BACKENDS, Backend, LaunchConfig, check_available, device_spec, resolve_backend
+from ..backends import BACKENDS, Backend, LaunchConfig, _given, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
 from ..ops import observed, prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, batch_heads, plan, program_tasks
@@ -275,10 +275,10 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
         before = _storages(args)
     dw, du = args.pop("dw"), args.pop("du")
     seen: dict[str, Seen] = {"fwd": [], "bwd": []}
-    with phase("kernel"), observed(lambda call, grid, kw: seen["fwd"].append((call, grid, kw))):
+    with phase("kernel"), observed(lambda *launch: seen["fwd"].append(launch)):
         w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
     _untouched("recompute_w_u_fwd", before)
-    with phase("kernel"), observed(lambda call, grid, kw: seen["bwd"].append((call, grid, kw))):
+    with phase("kernel"), observed(lambda *launch: seen["bwd"].append(launch)):
         dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
     _untouched("prepare_wy_repr_bwd", before)
     for kernel, launches in seen.items():
@@ -291,6 +291,13 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     return outputs
 
 
+def _chunk_rows(case: Case) -> int:
+    """The task grid's first axis: chunks per batch row (fixed length) or chunks of the packed batch
+    (varlen); its second is ``planning.batch_heads`` (B x HV, or B x H for a backward that sums
+    grouped dk in the kernel)."""
+    return -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
+
+
 # What ops.observed hands over per launch: the op's _Call, the grid and the kernel's arguments.
 Seen = list[tuple[Any, tuple[int, ...], dict[str, Any]]]
 
@@ -299,13 +306,9 @@ def _knob_flags(case: Case, kernel: str, backend: Backend, config: LaunchConfig)
     """The kernel flags the case's knobs fix, each stated from its knob (else the backend's table
     value) alone, not by the code that plans and specializes the call (backends, specialization)."""
 
-    def given(name: str, default: Any) -> Any:
-        value = getattr(config, name)
-        return default if value is None else value
-
-    flags = {"DOT_GUARD": given("dot_guard", backend.dot_guard),
-             "GATE_HEAD_MAJOR": given("gate_head_major", backend.gate_head_major) and case.HV > 1,
-             "PERSISTENT": given("mode", backend.mode) == "persistent"}
+    flags = {"DOT_GUARD": _given(config.dot_guard, backend.dot_guard),
+             "GATE_HEAD_MAJOR": _given(config.gate_head_major, backend.gate_head_major) and case.HV > 1,
+             "PERSISTENT": _given(config.mode, backend.mode) == "persistent"}
     if kernel == "bwd" and (config.group_dk is not None or case.HV == case.H):
         flags["GROUP_DK"] = bool(config.group_dk) and case.HV > case.H
     if backend.interpret:
@@ -326,16 +329,14 @@ def _launched_as_asked(case: Case, kernel: str, launches: Seen) -> None:
     backend, config = BACKENDS[backend_name(case)], case.config()
     flags = _knob_flags(case, kernel, backend, config)
     spec = dataclasses.asdict(case.specializations()[kernel])
-    max_blocks = config.max_blocks if config.max_blocks is not None else backend.max_blocks
-    ub_bytes = config.ub_bytes if config.ub_bytes is not None else backend.ub_bytes
-    group = flags.get("GROUP_DK", spec.get("GROUP_DK", False))
-    NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
-    BH = (case.B if case.cu_seqlens is None else 1) * (case.H if group else case.HV)
+    max_blocks, ub_bytes = _given(config.max_blocks, backend.max_blocks), _given(config.ub_bytes, backend.ub_bytes)
+    NT = _chunk_rows(case)
+    BH = batch_heads(kernel, case.B, case.H, case.HV, flags.get("GROUP_DK", spec.get("GROUP_DK", False)))
     runs = torch.zeros(NT, BH, dtype=torch.int32)
     for call, grid, kw in launches:
         where = f"{kernel} launch at chunk {kw['t_offset']}, head {kw['bh_offset']} (grid {grid})"
         wrong = {n: (kw[n], v) for n, v in {**spec, **flags}.items() if n in kw and kw[n] != v}
-        if backend.interpret and call.emulate != (config.emulate if config.emulate is not None else emulation_default()):
+        if backend.interpret and call.emulate != _given(config.emulate, emulation_default()):
             wrong["emulate"] = (call.emulate, not call.emulate)
         if wrong:
             raise PropertyFailure(f"{where} is not the one the case's knobs {case.knobs} ask for: "
@@ -741,9 +742,7 @@ def check_plan_coverage(case: Case) -> Metrics:
     within the limits, and its tiles are the widest that fit the unified buffer (the model with
     its margin)."""
     spec = plan_spec(case)
-    # The task grid: chunks per batch row (fixed) or chunks of the packed batch (varlen), by the
-    # batch-heads the kernel's tasks cover (B * HV, or B * H for a backward that sums grouped dk).
-    NT = -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
+    NT = _chunk_rows(case)
     group_dk = BACKENDS[spec.name].groups_dk(case.config(), case.H, case.HV, NT * case.B * case.H)
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
