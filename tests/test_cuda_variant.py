@@ -72,6 +72,7 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
 ])
 def test_wide_fp32_launches_only_the_backwards_of_fp32_dots_at_bt_128(monkeypatch, env, kernel, BT, lowp, wide) -> None:
     monkeypatch.setenv(backends.WIDE_FP32_ENV, env)
+    monkeypatch.delenv(backends.AUTOTUNE_ENV, raising=False)  # the device tests run with WY_ASCEND_AUTOTUNE=0
     assert backends.wide_fp32(kernel, BT, lowp) is wide
     assert backends.search_configs(wide) == ([(backends.WIDE_FP32_WARPS, 1)] if wide else backends.CUDA_CONFIGS)
 
