@@ -16,6 +16,7 @@ import pytest
 from wy_ascend import backends
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import run_ops
+from wy_ascend.validation import SUPPORTED_BT
 
 CASES = {
     "fixed_multitile": Case(B=2, T=37, H=1, HV=2, K=80, V=48, BT=16, use_g=True, dtype="float32"),
@@ -62,22 +63,60 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
     assert configs[0] == (4, 1)
 
 
-@pytest.mark.parametrize(("env", "kernel", "BT", "lowp", "wide"), [
-    ("1", "bwd", 128, False, True),  # the compile cliff: fp32 dots over BT=128
-    ("1", "bwd", 128, True, False),  # bf16 tensor-core operands compile fast
-    ("1", "bwd", 64, False, False),
-    ("1", "fwd", 128, False, False),
-    ("0", "bwd", 128, False, False),
-    ("", "bwd", 128, False, False),  # off by default: not run on a GPU yet
+@pytest.mark.parametrize(("kernel", "BT", "tile", "warps"), [
+    ("fwd", 64, 64, 4), ("fwd", 64, 128, 8), ("fwd", 128, 64, 16), ("fwd", 128, 128, 32),
+    ("bwd", 32, 64, 4), ("bwd", 64, 64, 8), ("bwd", 128, 64, 32), ("bwd", 128, 128, 32),
 ])
-def test_wide_fp32_launches_only_the_backwards_of_fp32_dots_at_bt_128(monkeypatch, env, kernel, BT, lowp, wide) -> None:
-    monkeypatch.setenv(backends.WIDE_FP32_ENV, env)
+def test_fp32_dots_run_the_warps_that_compiled_in_seconds(monkeypatch, kernel, BT, tile, warps) -> None:
+    """The warps of each fp32-dot launch the H200 runs (the offline compile table of FP32_DOT_WORK):
+    one config alone, whatever WY_ASCEND_AUTOTUNE says; bf16 operands and the switch off keep the search."""
+    monkeypatch.setenv(backends.FP32_WARPS_ENV, "1")
     monkeypatch.delenv(backends.AUTOTUNE_ENV, raising=False)  # the device tests run with WY_ASCEND_AUTOTUNE=0
-    assert backends.wide_fp32(kernel, BT, lowp) is wide
-    assert backends.search_configs(wide) == ([(backends.WIDE_FP32_WARPS, 1)] if wide else backends.CUDA_CONFIGS)
+    assert backends.fp32_dot_warps(kernel, BT, tile, False) == warps
+    assert backends.search_configs(warps) == [(warps, 1)]
+    assert backends.fp32_dot_warps(kernel, BT, tile, True) is None
+    assert backends.search_configs(None) == backends.CUDA_CONFIGS
+    for off in ("0", ""):
+        monkeypatch.setenv(backends.FP32_WARPS_ENV, off)
+        assert backends.fp32_dot_warps(kernel, BT, tile, False) is None
 
 
-def test_a_bad_wide_fp32_value_is_named(monkeypatch) -> None:
-    monkeypatch.setenv(backends.WIDE_FP32_ENV, "yes")
-    with pytest.raises(ValueError, match="WY_ASCEND_WIDE_FP32 must be 1 or 0, got 'yes'"):
-        backends.wide_fp32("bwd", 128, False)
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_fp32_dot_warps_are_the_fewest_within_the_work_limit(monkeypatch, kernel) -> None:
+    """For every chunk size and tile: the warps keep BT x BT x tile per thread within FP32_DOT_WORK
+    (up to 32 warps, a program's most), and half as many (down to 4) would not."""
+    monkeypatch.setenv(backends.FP32_WARPS_ENV, "1")
+    for BT in SUPPORTED_BT:
+        for tile in (16, 32, 64, 128):
+            warps = backends.fp32_dot_warps(kernel, BT, tile, False)
+            assert warps in (4, 8, 16, 32)
+            per_thread, limit = BT * BT * tile / 32, backends.FP32_DOT_WORK[kernel]
+            assert per_thread / warps <= limit or warps == 32
+            assert warps == 4 or per_thread / (warps // 2) > limit
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_call_asks_for_its_fp32_dot_warps(monkeypatch, dtype) -> None:
+    """ops hands kernel_for the warps of its own launch: kernel, BT and widest tile of its plan, and
+    none for bf16 operands (cuda's rule, Backend.lowp_dot, asked for through the lowp_dot knob)."""
+    from collections import OrderedDict
+
+    from wy_ascend import ops
+
+    asked: list[object] = []
+    real = ops.kernel_for
+    monkeypatch.setenv(backends.FP32_WARPS_ENV, "1")
+    monkeypatch.setattr(ops, "_CALLS", OrderedDict())
+    monkeypatch.setattr(ops, "kernel_for", lambda b, name, warps=None: asked.append((name, warps)) or real(b, name, warps))
+    lowp = dtype == "bfloat16"
+    case = Case(B=1, T=130, H=1, HV=1, K=64, V=16, BT=128, use_g=True, dtype=dtype, knobs={"lowp_dot": lowp})
+    run_ops(case, case.build_inputs())
+    tiles = {name: max(spec.BK, spec.BV) for name, spec in case.specializations().items()}
+    assert tiles == {"fwd": 64, "bwd": 64}
+    assert sorted(asked) == ([("bwd", None), ("fwd", None)] if lowp else [("bwd", 32), ("fwd", 16)])
+
+
+def test_a_bad_fp32_warps_value_is_named(monkeypatch) -> None:
+    monkeypatch.setenv(backends.FP32_WARPS_ENV, "yes")
+    with pytest.raises(ValueError, match="WY_ASCEND_FP32_WARPS must be 1 or 0, got 'yes'"):
+        backends.fp32_dot_warps("bwd", 128, 64, False)

@@ -157,7 +157,7 @@ def test_every_launch_of_a_call_shares_one_specialization(monkeypatch, backend, 
             return run
 
     real_kernel_for = ops.kernel_for
-    monkeypatch.setattr(ops, "kernel_for", lambda b, name, wide=False: Recorder(real_kernel_for(b, name, wide)))
+    monkeypatch.setattr(ops, "kernel_for", lambda b, name, warps=None: Recorder(real_kernel_for(b, name, warps)))
     monkeypatch.setattr(ops, "_CALLS", OrderedDict())  # no memoized call holds the real kernel
     case = Case(cu_seqlens=(0, 3, 40, 90), H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend=backend)
     for knobs in (dict(mode="grid", max_blocks=1), dict(mode="persistent", max_tasks=1)):

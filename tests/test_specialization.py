@@ -58,7 +58,7 @@ def test_ops_launch_the_cases_specialization(kernel, monkeypatch) -> None:
     names, and every pointer is 16-byte aligned (Triton specializes on it), over drawn cases (every
     layout, memory layout, knob and variant the cpu fuzz draws; no kernel runs)."""
     recorder = _Recorder()
-    monkeypatch.setattr(ops, "kernel_for", lambda backend, name, wide=False: recorder)
+    monkeypatch.setattr(ops, "kernel_for", lambda backend, name, warps=None: recorder)
     monkeypatch.setattr(ops, "_CALLS", OrderedDict())  # no memoized call holds the real kernel
     for case in draw_many(cases(backend="cpu"), 40) + draw_many(cases(backend="cpu", memory=True), 40):
         recorder.launches.clear()

@@ -416,39 +416,48 @@ AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
 CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
 
 
-# WY_ASCEND_WIDE_FP32=1 (cuda only): a backward whose dots take fp32 operands (fp32 or fp16 I/O, or bf16
-# in tiles narrower than LOWP_MIN_TILE) over BT=128 chunks launches WIDE_FP32_WARPS warps, not the search
-# above. Exact fp32 dots are FMA loops unrolled per thread, so fewer threads mean more code: the fp32 BT=128
-# backward (K64 V16, H3 HV6) compiled for sm_90 in over 600 s with 4 warps (stopped), 43.8 s with 16 and
-# 15.4 s with 32 (Triton 3.6 and its ptxas on a 2-core CPU, docs/nightly-h200.md session 12; issue 13's
-# first-call target is 30 s). Off by default: it has not run on a GPU (its speed and results unmeasured).
-WIDE_FP32_ENV = "WY_ASCEND_WIDE_FP32"
-WIDE_FP32_WARPS = 32
+# Launches of fp32 dots on cuda (fp32 or fp16 I/O; bf16 in tiles narrower than LOWP_MIN_TILE): an exact fp32
+# dot is an FMA loop unrolled per thread, so a program's code grows with BT x BT x its widest tile over its
+# threads, and a first call compiles every config it searches. Offline sm_90 compiles (Triton 3.6 and its ptxas
+# on this project's 2-core CPU, a fresh cache each; docs/nightly-h200.md session 13), by that work per thread:
+# forward 1024 -> 2.2-2.7 s, 2048 -> 4.5-4.7 s, 4096 -> 9-15 s, 8192 -> 177 s; backward 1024 -> 7.5-15 s,
+# 2048 -> 30-44 s, 4096 -> over 600 s (stopped). The search [4, 8, 2] warps took minutes at BT=128, and 90 s
+# for an fp32 BT=64 backward on the H200. With WY_ASCEND_FP32_WARPS=1 such a launch runs one config alone:
+# the fewest warps (4 to 32) that keep its work per thread within FP32_DOT_WORK. Off by default until it
+# has run on a GPU.
+FP32_WARPS_ENV = "WY_ASCEND_FP32_WARPS"
+FP32_DOT_WORK = {"fwd": 2048, "bwd": 1024}
 
 
-def wide_fp32(kernel_name: str, BT: int, lowp_dot: bool) -> bool:
-    """Whether ``WY_ASCEND_WIDE_FP32`` gives this launch WIDE_FP32_WARPS warps (a BT=128 backward of fp32 dots)."""
-    raw = os.environ.get(WIDE_FP32_ENV, "")
+def fp32_dot_warps(kernel_name: str, BT: int, tile: int, lowp_dot: bool) -> int | None:
+    """The warps a cuda launch of fp32 dots (``not lowp_dot``) whose widest tile is ``tile`` runs alone
+    under ``WY_ASCEND_FP32_WARPS`` (None: the switch is off, or the dots take bf16 operands)."""
+    raw = os.environ.get(FP32_WARPS_ENV, "")
     if raw not in ("", "0", "1"):
-        raise ValueError(f"{WIDE_FP32_ENV} must be 1 or 0, got {raw!r}")
-    return raw == "1" and kernel_name == "bwd" and BT == 128 and not lowp_dot
+        raise ValueError(f"{FP32_WARPS_ENV} must be 1 or 0, got {raw!r}")
+    if raw != "1" or lowp_dot:
+        return None
+    warps = 4
+    while warps < 32 and BT * BT * tile > FP32_DOT_WORK[kernel_name] * 32 * warps:
+        warps *= 2
+    return warps
 
 
-def search_configs(wide: bool) -> list[tuple[int, int]]:
+def search_configs(warps: int | None) -> list[tuple[int, int]]:
     """The (num_warps, num_stages) the cuda autotuner tries: CUDA_CONFIGS (its first alone with
-    WY_ASCEND_AUTOTUNE=0), or for a wide launch (``wide_fp32``) WIDE_FP32_WARPS warps alone."""
-    if wide:
-        return [(WIDE_FP32_WARPS, 1)]
+    WY_ASCEND_AUTOTUNE=0), or ``warps`` alone where ``fp32_dot_warps`` gives them."""
+    if warps is not None:
+        return [(warps, 1)]
     return CUDA_CONFIGS if os.environ.get(AUTOTUNE_ENV, "1") != "0" else CUDA_CONFIGS[:1]
 
 
 @cache
-def _autotuned(kernel_name: str, wide: bool = False) -> object:
+def _autotuned(kernel_name: str, warps: int | None = None) -> object:
     """The CUDA variant of an entry kernel, autotuned over warps and stages per shape (``search_configs``)."""
     import triton
 
     kernels = _kernels(interpret=False)
-    search = search_configs(wide)
+    search = search_configs(warps)
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
@@ -546,12 +555,12 @@ def check_fp32_dot(backend: Backend) -> None:
                          "process first uses wy_ascend's kernels")
 
 
-def kernel_for(backend: Backend, kernel_name: str, wide: bool = False) -> object:
-    """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend`` (``wide``: with
-    WIDE_FP32_WARPS warps where the backend autotunes, ``wide_fp32``)."""
+def kernel_for(backend: Backend, kernel_name: str, warps: int | None = None) -> object:
+    """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend`` (``warps``: that
+    many alone where the backend autotunes, ``fp32_dot_warps``)."""
     check_fp32_dot(backend)
     if backend.autotune:
-        return _autotuned(kernel_name, wide)
+        return _autotuned(kernel_name, warps)
     return _kernels(backend.interpret).KERNELS[kernel_name]
 
 

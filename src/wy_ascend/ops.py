@@ -17,17 +17,17 @@ import torch
 from .backends import (
     BACKEND_ENV,
     FP32_DOT_ENV,
+    FP32_WARPS_ENV,
     LOWP_ENV,
     RUNTIME_DIMS_ENV,
-    WIDE_FP32_ENV,
     Backend,
     LaunchConfig,
     current_config,
     dk_sum_kernel,
+    fp32_dot_warps,
     kernel_for,
     ptxas_deadline,
     resolve_backend,
-    wide_fp32,
 )
 from .interpreter import EMULATION_ENV
 from .planning import LaunchPlan, batch_heads, next_power_of_2, plan
@@ -86,12 +86,13 @@ class _Call:
             self.backend, self.config, self.plan, BT=problem.BT, K=problem.K, V=problem.V, H=problem.H, HV=problem.HV,
             dtype=problem.dtype, gate_dtype=gate_dtype, g_dtype=g_dtype, index_dtype=index_dtype,
             use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
-        self.kernel = kernel_for(self.backend, kernel, wide_fp32(kernel, problem.BT, self.specialization.LOWP_DOT))
+        sp = self.specialization
+        self.kernel = kernel_for(self.backend, kernel, fp32_dot_warps(kernel, problem.BT, max(sp.BK, sp.BV), sp.LOWP_DOT))
         sums = kernel == "bwd" and problem.HV != problem.H and not self.group_dk and self.backend.dk_sum_kernel
         self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR
-        sp, p = self.specialization, problem
+        p = problem
         self.scalars = dict(T=p.T, H=p.H, HV=p.HV, K=p.K, V=p.V, BT=p.BT, BK=self.plan.BK, BV=self.plan.BV,
                             NK=sp.NK, NV=sp.NV, K_CONST=sp.K_CONST, V_CONST=sp.V_CONST, USE_G=p.use_g,
                             IS_VARLEN=p.varlen, GATE_HEAD_MAJOR=self.head_major, LOWP_DOT=sp.LOWP_DOT,
@@ -181,8 +182,8 @@ def _arg_names(kernel: object) -> list[str]:
 
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
-# Ascend emulation, wide fp32 launches): part of its memo key, so changing one takes effect at the next call.
-_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, WIDE_FP32_ENV)
+# Ascend emulation, fp32-dot warps): part of its memo key, so changing one takes effect at the next call.
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 
