@@ -69,16 +69,17 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
 ])
 def test_fp32_dots_run_the_warps_that_compiled_in_seconds(monkeypatch, kernel, BT, tile, warps) -> None:
     """The warps of each fp32-dot launch the H200 runs (the offline compile table of FP32_DOT_WORK):
-    one config alone, whatever WY_ASCEND_AUTOTUNE says; bf16 operands and the switch off keep the search."""
+    one config alone, whatever WY_ASCEND_AUTOTUNE says; bf16 operands and WY_ASCEND_FP32_WARPS=0 keep the search."""
     monkeypatch.setenv(backends.FP32_WARPS_ENV, "1")
     monkeypatch.delenv(backends.AUTOTUNE_ENV, raising=False)  # the device tests run with WY_ASCEND_AUTOTUNE=0
     assert backends.fp32_dot_warps(kernel, BT, tile, False) == warps
     assert backends.search_configs(warps) == [(warps, 1)]
     assert backends.fp32_dot_warps(kernel, BT, tile, True) is None
     assert backends.search_configs(None) == backends.CUDA_CONFIGS
-    for off in ("0", ""):
-        monkeypatch.setenv(backends.FP32_WARPS_ENV, off)
-        assert backends.fp32_dot_warps(kernel, BT, tile, False) is None
+    monkeypatch.setenv(backends.FP32_WARPS_ENV, "0")
+    assert backends.fp32_dot_warps(kernel, BT, tile, False) is None
+    monkeypatch.delenv(backends.FP32_WARPS_ENV)  # on by default (ran on the H200, session 13)
+    assert backends.fp32_dot_warps(kernel, BT, tile, False) == warps
 
 
 @pytest.mark.parametrize("kernel", ["fwd", "bwd"])
@@ -95,6 +96,7 @@ def test_fp32_dot_warps_are_the_fewest_within_the_work_limit(monkeypatch, kernel
             assert warps == 4 or per_thread / (warps // 2) > limit
 
 
+@pytest.mark.cpu_backend
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_call_asks_for_its_fp32_dot_warps(monkeypatch, dtype) -> None:
     """ops hands kernel_for the warps of its own launch: kernel, BT and widest tile of its plan, and

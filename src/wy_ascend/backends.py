@@ -422,20 +422,24 @@ CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
 # on this project's 2-core CPU, a fresh cache each; docs/nightly-h200.md session 13), by that work per thread:
 # forward 1024 -> 2.2-2.7 s, 2048 -> 4.5-4.7 s, 4096 -> 9-15 s, 8192 -> 177 s; backward 1024 -> 7.5-15 s,
 # 2048 -> 30-44 s, 4096 -> over 600 s (stopped). The search [4, 8, 2] warps took minutes at BT=128, and 90 s
-# for an fp32 BT=64 backward on the H200. With WY_ASCEND_FP32_WARPS=1 such a launch runs one config alone:
-# the fewest warps (4 to 32) that keep its work per thread within FP32_DOT_WORK. Off by default until it
-# has run on a GPU.
+# for an fp32 BT=64 backward on the H200. Such a launch runs one config alone (WY_ASCEND_FP32_WARPS=0: the
+# search): the fewest warps (4 to 32) that keep its work per thread within FP32_DOT_WORK. On the H200
+# (session 13, 8 shapes, fp32 and fp16, BT=64 and 128): first calls 1.9-5.8 s forward and 8.1-18.3 s backward
+# (the BT=128 timeout finds replay in 29-67 s, oracle included, where they ran past 120 s), every case within
+# its oracle bound; at BT=64 against 4 warps alone (WY_ASCEND_AUTOTUNE=0's config) the backward 1.7-9.9x and
+# the forward 1.0-8.9x faster, and on B2 T4096 H4 K=V=128 level with session 11's autotuned search (835/655 us
+# forward/backward against 841/665).
 FP32_WARPS_ENV = "WY_ASCEND_FP32_WARPS"
 FP32_DOT_WORK = {"fwd": 2048, "bwd": 1024}
 
 
 def fp32_dot_warps(kernel_name: str, BT: int, tile: int, lowp_dot: bool) -> int | None:
     """The warps a cuda launch of fp32 dots (``not lowp_dot``) whose widest tile is ``tile`` runs alone
-    under ``WY_ASCEND_FP32_WARPS`` (None: the switch is off, or the dots take bf16 operands)."""
+    (None: ``WY_ASCEND_FP32_WARPS=0``, or the dots take bf16 operands)."""
     raw = os.environ.get(FP32_WARPS_ENV, "")
     if raw not in ("", "0", "1"):
         raise ValueError(f"{FP32_WARPS_ENV} must be 1 or 0, got {raw!r}")
-    if raw != "1" or lowp_dot:
+    if raw == "0" or lowp_dot:
         return None
     warps = 4
     while warps < 32 and BT * BT * tile > FP32_DOT_WORK[kernel_name] * 32 * warps:
