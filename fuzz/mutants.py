@@ -114,6 +114,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "return dk_heads.view(p.B, p.T, p.H, G, p.K).sum(3)",
            "return dk_heads.view(p.B, p.T, G, p.H, p.K).sum(2)",
            "grouped dk summed over strided value heads {h, h+H, ..} instead of each key head's group"),
+    Mutant("dk_sum_kernel_drops_tail_rows", "ops.py",
+           "grid = (cdiv(rows, DK_SUM_ROWS),)",
+           "grid = (max(1, rows // DK_SUM_ROWS),)",
+           "cuda's dk sum launches too few programs: rows past the last full block of DK_SUM_ROWS keep no dk"),
     # --- varlen offsets and chunk bounds
     Mutant("chunk_start_ignores_bos", "kernels.py",
            "    row0 = bos + i_c * BT\n",

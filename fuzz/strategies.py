@@ -145,6 +145,7 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
         values["group_dk"] = st.booleans()
     if BACKENDS[backend].interpret:  # bf16 I/O: cuda's bf16 dot operands (its k^T load included)
         values["lowp_dot"] = st.booleans()
+        values["dk_sum_kernel"] = st.booleans()  # cuda's sum of a per-value-head backward's dk
     ub = _ub_choices(backend, BT)
     if ub:
         values["ub_bytes"] = st.sampled_from(ub)

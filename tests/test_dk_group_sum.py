@@ -1,16 +1,20 @@
 """The grouped backward's dk sum kernel (kernels.wy_dk_group_sum_kernel, the cuda backend's sum of the
-per-value-head dk) against the sum it replaces: the G fp32 slices added in head order, rounded once.
-Here on the interpreter; on cuda the device tests run it inside every grouped backward (test_ops.py)."""
+per-value-head dk) against the sum it replaces: the G fp32 slices added in head order, rounded once;
+and the grouped_heads property's use of that order. Here on the interpreter (the ``dk_sum_kernel`` knob);
+on cuda the device tests run it inside every grouped backward (test_ops.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from wy_ascend import ops
 from wy_ascend.backends import BACKENDS, dk_sum_kernel
 from wy_ascend.ops import DK_SUM_ROWS
 from wy_ascend.planning import next_power_of_2
 from wy_ascend.specialization import cdiv
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure, check_grouped_heads
 
 pytestmark = pytest.mark.cpu_backend
 
@@ -29,3 +33,37 @@ def test_the_sum_adds_the_heads_in_order_and_rounds_once(rows: int, G: int, K: i
 
 def test_only_cuda_takes_it() -> None:
     assert {name for name, b in BACKENDS.items() if b.dk_sum_kernel} == {"cuda"}
+
+
+# Eight value heads per key head in float32: torch's sum of their dk takes another order than the heads'
+# on the CPU (78 of its dk elements differ in the last bit from the in-order sum), so every comparison
+# below is of the order itself.
+G8 = Case(cu_seqlens=(0, 5, 70, 130), H=1, HV=8, K=33, V=24, BT=32, use_g=True, dtype="float32", dist="long_gates",
+          seed=3)
+
+
+@pytest.mark.parametrize("knobs", [{"group_dk": True}, {"group_dk": False, "dk_sum_kernel": True},
+                                   {"group_dk": False}])
+def test_both_in_order_ways_give_the_grouped_heads_property_its_bits(knobs: dict[str, bool]) -> None:
+    """GROUP_DK's running sum and the sum kernel each equal the expanded problem's dk added in head order,
+    bit for bit in float32, and each other (the property runs the other way too); torch's sum is held to
+    its own order."""
+    metrics = check_grouped_heads(G8.replace(knobs=knobs))
+    assert metrics["dk"]["rel_rms"] == 0.0
+    assert ("dk.other_dk_way" in metrics) == (knobs != {"group_dk": False})
+
+
+def test_a_sum_in_another_order_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-value-head way summing its heads in reverse (a bug the oracle's bound would pass): the property
+    fails it against the in-order sum."""
+    def reversed_sum(self: ops._Call, dk_heads: torch.Tensor) -> torch.Tensor:
+        p = self.problem
+        heads = dk_heads.view(p.B, p.T, p.H, p.HV // p.H, p.K)
+        total = heads[:, :, :, -1].clone()
+        for j in range(heads.shape[3] - 2, -1, -1):
+            total += heads[:, :, :, j]
+        return total.to(p.dtype)
+
+    monkeypatch.setattr(ops._Call, "sum_value_heads", reversed_sum)
+    with pytest.raises(PropertyFailure, match="grouped dk differs from the summed expanded dk"):
+        check_grouped_heads(G8.replace(knobs={"group_dk": False, "dk_sum_kernel": True}))

@@ -34,10 +34,16 @@ def test_the_case_and_its_defaults_pass() -> None:
     check_launch_invariance(CASE)
 
 
-@pytest.mark.parametrize("knob", sorted(KNOBS))
-def test_a_dropped_knob_fails_naming_what_it_should_have_changed(monkeypatch: pytest.MonkeyPatch, knob: str) -> None:
+# With group_dk off the backward runs per value head, and dk_sum_kernel has it sum their dk with cuda's kernel.
+PER_HEAD = {**KNOBS, "group_dk": False, "dk_sum_kernel": True}
+
+
+@pytest.mark.parametrize(("knob", "knobs"), [(knob, KNOBS) for knob in sorted(KNOBS)] + [("dk_sum_kernel", PER_HEAD)])
+def test_a_dropped_knob_fails_naming_what_it_should_have_changed(monkeypatch: pytest.MonkeyPatch, knob: str,
+                                                                 knobs: dict[str, Any]) -> None:
     """The call plans and specializes as if ``knob`` were not given (what a dropped knob looks like
     anywhere between the config and the launch): launch_invariance alone passes it, the check fails it."""
+    case = CASE.replace(knobs=knobs)
     real = ops.current_config
 
     def dropped(config: LaunchConfig | None = None) -> LaunchConfig:
@@ -46,9 +52,9 @@ def test_a_dropped_knob_fails_naming_what_it_should_have_changed(monkeypatch: py
     monkeypatch.setattr(ops, "current_config", dropped)
     monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
     with pytest.raises(PropertyFailure, match="not the one the case's knobs|blocks > max_blocks"):
-        check_launch_invariance(CASE)
+        check_launch_invariance(case)
     monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
-    check_launch_invariance(CASE)
+    check_launch_invariance(case)
 
 
 def test_a_memo_that_ignores_the_config_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,7 +91,7 @@ def test_every_field_varies(drawn: list[Case]) -> None:
     assert {16, 17, 24, 100, 256} <= dims and any(d & (d - 1) and d not in CPU_SIZES.dims for d in dims)
     knobs = Counter(k for c in drawn for k in c.knobs)
     assert set(knobs) == {"max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "group_dk",
-                          "gate_head_major", "emulate", "lowp_dot"}
+                          "gate_head_major", "emulate", "lowp_dot", "dk_sum_kernel"}
     # the cuda variant's bf16 dot operands, on their own and with the unguarded (cuda) variant
     lowp = [c for c in drawn if c.knobs.get("lowp_dot") and c.dtype == "bfloat16"]
     assert lowp and any(c.knobs.get("dot_guard") is False for c in lowp)

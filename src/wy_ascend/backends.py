@@ -81,7 +81,8 @@ class LaunchConfig:
     only cuda takes otherwise. ``group_dk``: the backward sums grouped heads' dk in the kernel
     (``Backend.groups_dk``). ``poison_outputs`` fills outputs with NaN before launching
     so an element no kernel wrote cannot pass a test. ``runtime_dims``: K and V as runtime kernel
-    arguments (``Backend.runtime_dims``)."""
+    arguments (``Backend.runtime_dims``). ``dk_sum_kernel`` (cpu backend only) sums a backward's
+    per-value-head dk with cuda's sum kernel on the interpreter (``Backend.sums_dk_in_kernel``)."""
 
     max_blocks: int | None = None
     num_cores: int | None = None
@@ -96,6 +97,7 @@ class LaunchConfig:
     group_dk: bool | None = None
     poison_outputs: bool | None = None
     runtime_dims: bool | None = None
+    dk_sum_kernel: bool | None = None
 
     def merged(self, other: LaunchConfig | None) -> LaunchConfig:
         """``other``'s explicit (not None) values over this one's."""
@@ -197,6 +199,15 @@ class Backend:
         ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
         its core grid balances (not run on an NPU)."""
         return HV > H and _given(config.group_dk, self.group_dk and programs >= group_dk_min_programs(H, HV))
+
+    def sums_dk_in_kernel(self, config: LaunchConfig) -> bool:
+        """Whether a grouped backward run per value head sums their fp32 dk with
+        kernels.wy_dk_group_sum_kernel (in head order, rounded once: GROUP_DK's arithmetic, so both
+        ways give the same bits) rather than torch's sum and cast (``dk_sum_kernel``: cuda).
+        ``config.dk_sum_kernel`` (the interpreter only) decides where given: the cpu fuzz runs cuda's sum."""
+        if config.dk_sum_kernel is not None and not self.interpret:
+            raise ValueError(f"config.dk_sum_kernel is for the cpu backend (the interpreter), not {self.name!r}")
+        return _given(config.dk_sum_kernel, self.dk_sum_kernel)
 
     def runtime_dims(self, config: LaunchConfig) -> bool:
         """K and V as runtime kernel arguments (one compile per tiles, trip counts and alignment

@@ -88,7 +88,7 @@ class _Call:
             use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
         sp = self.specialization
         self.kernel = kernel_for(self.backend, kernel, fp32_dot_warps(kernel, problem.BT, max(sp.BK, sp.BV), sp.LOWP_DOT))
-        sums = kernel == "bwd" and problem.HV != problem.H and not self.group_dk and self.backend.dk_sum_kernel
+        sums = self.backend.sums_dk_in_kernel(self.config) and kernel == "bwd" and problem.HV != problem.H and not self.group_dk
         self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         self.emulate = self.backend.variant(self.config)[2]
         self.head_major = self.specialization.GATE_HEAD_MAJOR

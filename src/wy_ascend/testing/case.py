@@ -48,7 +48,7 @@ STREAMS = ("k", "v", "beta", "gate", "dw", "du", "beta_bit", "key_pick", "long_g
 
 # Launch knobs, then the kernel-variant knobs (backends.LaunchConfig says what each does).
 LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "gate_head_major",
-                "emulate", "group_dk", "lowp_dot")
+                "emulate", "group_dk", "lowp_dot", "dk_sum_kernel")
 
 
 # The op arguments a case may lay out in memory otherwise than contiguously, with their ranks.

@@ -338,6 +338,10 @@ def _launched_as_asked(case: Case, kernel: str, launches: Seen) -> None:
         wrong = {n: (kw[n], v) for n, v in {**spec, **flags}.items() if n in kw and kw[n] != v}
         if backend.interpret and call.emulate != _given(config.emulate, emulation_default()):
             wrong["emulate"] = (call.emulate, not call.emulate)
+        if kernel == "bwd":  # a per-value-head grouped backward's dk sum: the kernel's where asked, else torch's
+            sums = case.HV > case.H and not kw["GROUP_DK"] and _given(config.dk_sum_kernel, backend.dk_sum_kernel)
+            if (call.dk_sum is not None) != sums:
+                wrong["dk_sum_kernel"] = (call.dk_sum is not None, sums)
         if wrong:
             raise PropertyFailure(f"{where} is not the one the case's knobs {case.knobs} ask for: "
                                   + ", ".join(f"{n}={got} (asked: {want})" for n, (got, want) in wrong.items()),
@@ -657,13 +661,34 @@ def check_widened_gates(case: Case) -> Metrics:
     return _bitwise("beta and g widened to float32 change the results", got, back, FWD_NAMES + BWD_NAMES)
 
 
+def _dk_ways(case: Case) -> tuple[bool, dict[str, Any] | None]:
+    """How the case's backward adds its value heads' fp32 dk, and the other way to compare it with bit for bit.
+
+    The first: whether it adds them in head order (GROUP_DK's running sum, or the sum kernel after a run per
+    value head: ``Backend.sums_dk_in_kernel``); else torch's sum, in an order of its own (for G = 8 not
+    the heads' on the CPU). The second: the knobs of the other in-order way (grouped <-> per value head),
+    which must give the same bits, or None where the backend has none (the npu: no grouped variant;
+    npu-cuda: torch's sum per value head) or the case's own way is torch's."""
+    backend, config = BACKENDS[backend_name(case)], case.config()
+    grouped = backend.groups_dk(config, case.H, case.HV, _chunk_rows(case) * case.B * case.H)
+    in_order = grouped or backend.sums_dk_in_kernel(config)
+    if not in_order or backend.name == "npu":
+        return in_order, None
+    if not grouped:
+        return True, {"group_dk": True}
+    if backend.interpret:
+        return True, {"group_dk": False, "dk_sum_kernel": True}
+    return True, {"group_dk": False} if backend.dk_sum_kernel else None
+
+
 def check_grouped_heads(case: Case) -> Metrics:
     """HV/H grouped heads equal the same problem with every key head repeated HV/H times.
 
     w, u, dv, dbeta, dg must match bit for bit; dk (summed over each group) must equal
-    the expanded problem's per-head dk summed in fp32: bitwise in float32, and within the
-    rounding of G low-precision terms (2u sqrt(G)) otherwise, since the expanded run
-    rounds each head's dk to the dtype before the sum.
+    the expanded problem's per-head dk summed in fp32 in the backward's own order (``_dk_ways``):
+    bitwise in float32, and within the rounding of G low-precision terms (2u sqrt(G)) otherwise,
+    since the expanded run rounds each head's dk to the dtype before the sum. Where the other
+    grouped-dk way also adds in head order, it must give the same backward bit for bit.
     """
     G = case.HV // case.H
     inputs = build_inputs(case)
@@ -673,13 +698,21 @@ def check_grouped_heads(case: Case) -> Metrics:
     metrics = _bitwise("grouped heads differ from repeated keys", grouped, expanded, ("w", "u", "dv", "dbeta", "dg"))
     dk = grouped["dk"]
     assert dk is not None
+    in_order, other = _dk_ways(case)
     with phase("comparison"):
-        dk_sum = expanded["dk"].float().view(case.B, case.T, case.H, G, case.K).sum(3)  # type: ignore[union-attr]
+        heads = expanded["dk"].float().view(case.B, case.T, case.H, G, case.K)  # type: ignore[union-attr]
+        dk_sum = heads[:, :, :, 0].clone() if in_order else heads.sum(3)
+        for j in range(1, G if in_order else 1):
+            dk_sum += heads[:, :, :, j]
         err = rel_rms(dk.float(), dk_sum)
     tol = 0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)
     metrics["dk"] = {"rel_rms": err, "tol": tol}
     if not err <= tol:
         raise PropertyFailure(f"grouped dk differs from the summed expanded dk: rel_rms {err:.3e} > {tol:.3e}", metrics)
+    if other is not None:
+        both = _bitwise(f"the other grouped-dk way ({other}) changes the backward", grouped, run_ops(case, inputs, **other),
+                        BWD_NAMES)
+        metrics.update({f"{name}.other_dk_way": row for name, row in both.items()})
     return metrics
 
 
