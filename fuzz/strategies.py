@@ -130,8 +130,9 @@ def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
 TILE_KNOBS = ("tile_cap", "ub_bytes")
 
 
-def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:
-    """One strategy per launch knob; small values (down to 1) unless ``large`` (then few launches)."""
+def knob_values(backend: str, BT: int, large: bool = False, grouped: bool = False) -> dict[str, st.SearchStrategy[Any]]:
+    """One strategy per launch knob; small values (down to 1) unless ``large`` (then few launches);
+    ``grouped`` (HV > H) adds the knob that only grouped heads use."""
     default_mode = BACKENDS[backend].mode
     modes = (default_mode, "grid" if default_mode == "persistent" else "persistent")
     values: dict[str, st.SearchStrategy[Any]] = {
@@ -145,7 +146,8 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
         values["group_dk"] = st.booleans()
     if BACKENDS[backend].interpret:  # bf16 I/O: cuda's bf16 dot operands (its k^T load included)
         values["lowp_dot"] = st.booleans()
-        values["dk_sum_kernel"] = st.booleans()  # cuda's sum of a per-value-head backward's dk
+        if grouped:  # cuda's sum of a per-value-head backward's dk
+            values["dk_sum_kernel"] = st.booleans()
     ub = _ub_choices(backend, BT)
     if ub:
         values["ub_bytes"] = st.sampled_from(ub)
@@ -161,12 +163,12 @@ def knob_values(backend: str, BT: int, large: bool = False) -> dict[str, st.Sear
 @st.composite
 def launch_knobs(
     draw: st.DrawFn, backend: str = "cpu", BT: int = 16, *, require_partition: bool = False, large: bool = False,
-    keep_tiles: bool = False,
+    keep_tiles: bool = False, grouped: bool = False,
 ) -> dict[str, Any]:
     """Launch knobs (empty = the backend's defaults); ``require_partition`` adds at least one
     knob that re-partitions the work (what launch_invariance compares against the defaults);
-    ``keep_tiles`` leaves out the knobs that change tiles (pooled cases)."""
-    values = knob_values(backend, BT, large)
+    ``keep_tiles`` leaves out the knobs that change tiles (pooled cases); ``grouped``: for HV > H."""
+    values = knob_values(backend, BT, large, grouped)
     if keep_tiles:
         values = {k: v for k, v in values.items() if k not in TILE_KNOBS}
     knobs = dict(draw(st.fixed_dictionaries({}, optional=values)))
@@ -360,7 +362,7 @@ def cases(
         BT = draw(chunk_sizes(backend))
         dtype = draw(st.sampled_from(tuple(DTYPES)))
         use_g = draw(st.booleans())
-    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool)))
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool), grouped=HV > H))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
     args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
@@ -428,7 +430,8 @@ def large_cases(
         use_g = draw(st.booleans())
     kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
     kind = draw(st.sampled_from(kinds))
-    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True, keep_tiles=bool(pool)))
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True, keep_tiles=bool(pool),
+                              grouped=HV > H))
     max_tokens = min(sizes.large_tokens, sizes.large_bytes // host_bytes_per_token(H, HV, K, V, BT))
     layout: dict[str, Any]
     if kind == "long_grid":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +51,7 @@ def test_every_task_exactly_once_within_the_limits(NT, BH, spec):
     assert sorted(tasks) == [(t, b) for t in range(NT) for b in range(BH)]
     for launch in p.launches:
         if spec.max_blocks is not None:
-            assert launch.blocks <= spec.max_blocks
+            assert math.prod(launch.grid) <= spec.max_blocks
         if spec.mode == "grid":
             assert launch.grid[0] <= spec.max_grid[0] and launch.grid[1] <= spec.max_grid[1]
         else:
@@ -59,7 +61,7 @@ def test_every_task_exactly_once_within_the_limits(NT, BH, spec):
 def test_ascend_limit_splits_a_big_grid():
     spec = DeviceSpec("npu", "grid", (65535, 65535), 65535, 24, 192 * 1024)
     p = plan("fwd", NT=70_000, BH=4, BT=64, K=128, V=128, spec=spec)
-    assert p.num_launches > 1 and all(launch.blocks <= 65535 for launch in p.launches)
+    assert p.num_launches > 1 and all(math.prod(launch.grid) <= 65535 for launch in p.launches)
     assert sum(launch.tasks for launch in p.launches) == 280_000
 
 

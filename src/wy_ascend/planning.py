@@ -100,13 +100,6 @@ class Launch:
     grid: tuple[int, ...]
 
     @property
-    def blocks(self) -> int:
-        n = 1
-        for g in self.grid:
-            n *= g
-        return n
-
-    @property
     def tasks(self) -> int:
         return self.t_count * self.bh_count
 

@@ -801,8 +801,9 @@ def check_plan_coverage(case: Case) -> Metrics:
         # (each tile the widest the model fits, so the tiles fit: a plan where none fits failed above)
         seen: dict[tuple[int, int], int] = {}
         for launch in p.launches:
-            if spec.max_blocks is not None and launch.blocks > spec.max_blocks:
-                raise PropertyFailure(f"{kernel}: a launch has {launch.blocks} blocks > max_blocks {spec.max_blocks}")
+            blocks = math.prod(launch.grid)  # stated here, not by the plan under test
+            if spec.max_blocks is not None and blocks > spec.max_blocks:
+                raise PropertyFailure(f"{kernel}: a launch has {blocks} blocks > max_blocks {spec.max_blocks}")
             if any(d < 1 for d in launch.grid):
                 raise PropertyFailure(f"{kernel}: launch grid {launch.grid} has an empty axis")
             if p.mode == "grid":
