@@ -137,6 +137,36 @@ def test_build_inputs_draws_from_rng_only(case, monkeypatch):
     assert torch.equal(x.v, v.to(case.torch_dtype)) and torch.equal(x.dw, dw.to(case.torch_dtype))
 
 
+def _characters(case: Case) -> set[str]:
+    """Which of the adversarial distributions' marks (case.DISTRIBUTIONS) the case's inputs carry."""
+    x = case.build_inputs()
+    k, g = x.k.double().view(case.B * case.T, case.H, case.K), x.g.double().view(case.B * case.T, case.HV)
+    marks = set()
+    if set(x.beta.unique().tolist()) <= {0.0, 1.0}:
+        marks.add("beta exactly 0 or 1")
+    chunks = [(b * case.T + s, b * case.T + e) if case.cu_seqlens is None else (s, e) for b, s, e in case.chunk_bounds()]
+    if all(len(k[s:e, h].unique(dim=0)) <= 2 for s, e in chunks for h in range(case.H)):
+        marks.add("at most 2 keys a chunk")
+    steps = torch.cat([torch.cat((g[s:s + 1], g[s + 1:e] - g[s:e - 1])) for s, e in chunks])
+    assert bool((steps < 0).all() and (steps >= -8).all())  # every distribution's gate steps
+    if float(steps.min()) < -4:
+        marks.add("gate steps below -4")
+    if all(bool((t.flatten(2).abs().sum(-1) == 0).any()) for t in (x.k, x.v, x.dw, x.du)) and bool((x.beta == 0).any()):
+        marks.add("zero tokens")
+    return marks
+
+
+@pytest.mark.parametrize("case", [c.replace(dtype="float32") for c in CASES],
+                         ids=lambda c: f"{c.dist}-{'varlen' if c.cu_seqlens else 'fixed'}")
+def test_each_distribution_has_its_mark_and_no_other(case):
+    """Each adversarial distribution gives its inputs the mark its comment names, and only that one
+    (a distribution that lost its mark would pass every property as a second "realistic")."""
+    marks = {"realistic": set(), "beta_extremes": {"beta exactly 0 or 1"}, "repeated_keys": {"at most 2 keys a chunk"},
+             "long_gates": {"gate steps below -4"}, "zeros": {"zero tokens"}}
+    assert set(marks) == set(DISTRIBUTIONS)
+    assert _characters(case) == marks[case.dist]
+
+
 @pytest.mark.parametrize("case", CASES[:1] + CASES[-1:], ids=["fixed", "varlen"])
 def test_token_chunks_match_chunk_bounds(case):
     """The per-token chunk, row and chunk length built on the device agree with chunk_bounds."""

@@ -35,7 +35,7 @@ INDEX_DTYPES = {"int64": torch.int64, "int32": torch.int32}
 # Input distributions. "realistic" is what a trained model feeds the op; the others are
 # adversarial but inside the contract.
 DISTRIBUTIONS = (
-    "realistic",  # L2-normalized keys, beta in (0, 1), chunk-local cumulative log2 gates in [-1, 0) per step
+    "realistic",  # L2-normalized keys, beta in (0, 1), chunk-local cumulative log2 gates, steps in (-inf, 0) (below -1 on ~2%)
     "beta_extremes",  # beta exactly 0 or 1
     "repeated_keys",  # every chunk reuses at most 2 distinct keys (rank-deficient k k^T, large |A|)
     "long_gates",  # gate steps down to -8 per token: exp2 spans up to hundreds of binary decades per chunk
