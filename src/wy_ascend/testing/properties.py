@@ -298,6 +298,11 @@ def _chunk_rows(case: Case) -> int:
     return -(-case.T // case.BT) if case.cu_seqlens is None else len(case.chunk_bounds())
 
 
+def _groups_dk(backend: Backend, case: Case) -> bool:
+    """Whether ``backend`` runs the case's backward grouped (``Backend.groups_dk`` on its task grid)."""
+    return backend.groups_dk(case.config(), case.H, case.HV, _chunk_rows(case) * case.B * case.H)
+
+
 # What ops.observed hands over per launch: the op's _Call, the grid and the kernel's arguments.
 Seen = list[tuple[Any, tuple[int, ...], dict[str, Any]]]
 
@@ -669,9 +674,9 @@ def _dk_ways(case: Case) -> tuple[bool, dict[str, Any] | None]:
     the heads' on the CPU). The second: the knobs of the other in-order way (grouped <-> per value head),
     which must give the same bits, or None where the backend has none (the npu: no grouped variant;
     npu-cuda: torch's sum per value head) or the case's own way is torch's."""
-    backend, config = BACKENDS[backend_name(case)], case.config()
-    grouped = backend.groups_dk(config, case.H, case.HV, _chunk_rows(case) * case.B * case.H)
-    in_order = grouped or backend.sums_dk_in_kernel(config)
+    backend = BACKENDS[backend_name(case)]
+    grouped = _groups_dk(backend, case)
+    in_order = grouped or backend.sums_dk_in_kernel(case.config())
     if not in_order or backend.name == "npu":
         return in_order, None
     if not grouped:
@@ -701,9 +706,12 @@ def check_grouped_heads(case: Case) -> Metrics:
     in_order, other = _dk_ways(case)
     with phase("comparison"):
         heads = expanded["dk"].float().view(case.B, case.T, case.H, G, case.K)  # type: ignore[union-attr]
-        dk_sum = heads[:, :, :, 0].clone() if in_order else heads.sum(3)
-        for j in range(1, G if in_order else 1):
-            dk_sum += heads[:, :, :, j]
+        if in_order:
+            dk_sum = heads[:, :, :, 0].clone()
+            for j in range(1, G):
+                dk_sum += heads[:, :, :, j]
+        else:
+            dk_sum = heads.sum(3)
         err = rel_rms(dk.float(), dk_sum)
     tol = 0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)
     metrics["dk"] = {"rel_rms": err, "tol": tol}
@@ -776,7 +784,7 @@ def check_plan_coverage(case: Case) -> Metrics:
     its margin)."""
     spec = plan_spec(case)
     NT = _chunk_rows(case)
-    group_dk = BACKENDS[spec.name].groups_dk(case.config(), case.H, case.HV, NT * case.B * case.H)
+    group_dk = _groups_dk(BACKENDS[spec.name], case)
     metrics: Metrics = {}
     for kernel in ("fwd", "bwd"):
         BH = batch_heads(kernel, case.B, case.H, case.HV, group_dk)
