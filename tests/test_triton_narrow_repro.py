@@ -1,5 +1,5 @@
-"""Standalone reproducer: triton 3.6 on an H200 gets the second of two bf16 dots wrong when both take one
-held A^T tile as their left operand and the second's right operand is narrower than the first's.
+"""Standalone reproducer: triton 3.6 on an H200 gets a bf16 dot of a held A^T tile wrong when a wider bf16
+dot ran before it (here: A^T dw 64 wide, then A^T du 32 or 16 wide; the second is off, the first exact).
 
 This is the "narrow tiles" failure of issue 13 (docs/nightly-h200.md, sessions 4 and 14), the reason the
 cuda backend pads a K or V below 64 to 64-wide tiles (``backends.LOWP_MIN_TILE``, ``Backend.lowp_dot``).
@@ -14,7 +14,7 @@ docs/nightly-h200-runs/session14/):
   the 64-wide padded launch); K32 V64 and K16 V64 gave a wrong dk (and an illegal address in a copy).
 * A standalone copy of the backward's per-chunk math (no wy_ascend code) fails the same way, and keeps
   failing with the gate, the k k^T and dA dots, the tail, the masks, the where on A^T, the row sums and
-  the tile loops all removed. What is left is the kernel below (session 14 call 5's ``mini4``, each case
+  the tile loops cut to one iteration. What is left is the kernel below (session 14 call 5's ``mini4``, each case
   in its own process): ``A^T`` loaded once (bf16), ``A^T @ x`` (64 wide) stored, then ``A^T @ y`` (32 or
   16 wide) stored: y's product ~1.1-1.2 relative off, x's exact, with or without the row masks, the
   where on A^T, the row sum of the first product and one-iteration tile loops around each dot (the
@@ -26,8 +26,8 @@ docs/nightly-h200-runs/session14/):
   below runs in a process of its own.
 
 Verdict: Triton's (cut down, the kernel is two dots and four memory operations whose addresses are in
-bounds; each dot alone is exact, and so is the pair with fp32 operands, in the backward and in the
-standalone copy; the CPU test below checks the kernel's math in the interpreter). Versions: triton
+bounds; in the backward each dot alone in bf16 is right, and all of them with fp32 operands, and so is
+the standalone copy with fp32 operands; the CPU test below checks the kernel's math in the interpreter). Versions: triton
 3.6.0 on sm_90 only (the device machine has no other triton). ``test_narrower_second_dot_is_exact`` is
 an expected failure where it fails; an XPASS on another triton says the bug is gone there.
 The shipped kernels avoid it by never mixing tile widths under bf16 dots on cuda: a K or V below 64

@@ -237,13 +237,12 @@ class Backend:
         reproducer tests/test_triton_bf16_repro.py). The tile loops are not pipelined since
         (``num_stages=1``, kernels.py): K=V=256 then passed the oracle (dg at 0.42x its bound, 1.25x
         pipelined) and ran at 1.7x/1.4x fla-core's time where fp32 dots took 120x/230x.
-        Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off
-        (tests/test_large.py::NARROW_FINDS). Cause (session 14): triton 3.6 on sm_90 gets the second of
-        two bf16 dots wrong when both take one held A^T tile as left operand and the second's right
-        operand is narrower (tests/test_triton_narrow_repro.py, Triton's). Tiles of one narrow width
-        (BK = BV = 16 or 32) were right, bit-equal to padded ones, but not faster; so ``all`` is for
-        investigation only, and cuda pads a narrow K or V to 64-wide tiles (``min_tile``), which
-        passed the oracle on K64/V32, K48/V80, K16/V16.
+        Narrow tiles: BT=64 with BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off (tests/test_large.py::
+        NARROW_FINDS). Cause (session 14): triton 3.6 on sm_90 gets a bf16 dot of the held A^T tile
+        wrong when a wider bf16 dot ran before it (tests/test_triton_narrow_repro.py: Triton's). Tiles
+        of one narrow width (BK = BV = 16 or 32) were right, bit-equal to padded ones, but not clearly
+        faster in session 14's (noisy) timings; so ``all`` is for investigation only, and cuda pads a
+        narrow K or V to 64-wide tiles (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16.
         ``config.lowp_dot`` (the interpreter only) decides where given, for bfloat16 I/O."""
         if config is not None and config.lowp_dot is not None:
             if not self.interpret:
