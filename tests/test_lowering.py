@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import stat
@@ -164,6 +165,20 @@ def test_paired_axes_appear_with_every_structural_combination(all_specs, backend
             assert values(group, "index_dtype") == set(lowering.INDEX_DTYPES)
     for group in by_combo_but_heads.values():
         assert {(s.H, s.HV) for s in group} == set(lowering.HEADS)
+
+
+def test_g_dtype_pairs_with_every_io_dtype_and_flas_triple(all_specs) -> None:
+    """The module doc's g dtype promise, per backend and kernel with a gate: every (I/O dtype, g dtype)
+    pair is lowered, and so is flash-linear-attention's call (bfloat16 k, v and beta with a float32 g),
+    the configuration most callers run. A rotation that tied g's dtype to beta's (g's index i mod 3
+    instead of i // 3) kept the nine pairs and every single dtype, but lowered fla's triple nowhere."""
+    for backend in ("npu", "cuda"):
+        for kernel in ("fwd", "bwd"):
+            gated = [s for s in all_specs if s.backend == backend and s.kernel == kernel and s.USE_G]
+            pairs = {(s.dtype, s.g_dtype) for s in gated}
+            assert pairs == set(itertools.product(lowering.FLOAT_DTYPES, repeat=2)), (backend, kernel)
+            assert ("bfloat16", "bfloat16", "float32") in {(s.dtype, s.gate_dtype, s.g_dtype) for s in gated}, (
+                backend, kernel)
 
 
 def test_ub_bytes_option_changes_tiles_and_skips() -> None:
