@@ -118,6 +118,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "grid = (cdiv(rows, DK_SUM_ROWS),)",
            "grid = (max(1, rows // DK_SUM_ROWS),)",
            "cuda's dk sum launches too few programs: rows past the last full block of DK_SUM_ROWS keep no dk"),
+    Mutant("group_dk_barrier_dropped", "kernels.py",
+           "        tl.debug_barrier()  # the group's previous task",
+           "        pass  # the group's previous task",
+           "the grouped backward reads the dk partial sum its previous value head stored with no barrier between "
+           "(exact on the interpreter alone; its read-after-write check names it)"),
     # --- varlen offsets and chunk bounds
     Mutant("chunk_start_ignores_bos", "kernels.py",
            "    row0 = bos + i_c * BT\n",

@@ -1,6 +1,7 @@
 """The cpu backend's interpreter (wy_ascend/interpreter.py): its speed-ups change no result, and
 its Ascend emulation shows what only an NPU would (a clobbered dot operand, a dot of one tile
-with itself, an address outside every tensor, int32 wrap-around, a program id folded to a constexpr), which makes every dot guard
+with itself, an address outside every tensor, a read-after-write with no barrier between, int32 wrap-around, a program
+id folded to a constexpr), which makes every dot guard
 of kernels.py a tested line: dropping any one fails the oracle with the emulation on and
 passes with it off (the guard mutants of fuzz/mutants.py)."""
 
@@ -144,6 +145,51 @@ def test_a_store_outside_every_tensor_faults() -> None:
     assert past_y[1] <= x.data_ptr() or past_y[0] >= x.data_ptr() + x.nbytes  # y's overrun hits no tensor
     with ascend_semantics(True), pytest.raises(Exception, match="AscendSemanticsError|outside every tensor"):
         _copy_rows[(1,)](x, y, N, N=N, MASKED=False)
+
+
+@triton.jit
+def _store_then_load(x, scratch, out, N: tl.constexpr, BARRIER: tl.constexpr, OTHER_HALF: tl.constexpr):
+    """scratch = x, then out = scratch read back (the other half of it with OTHER_HALF), with or
+    without a barrier between: the grouped backward's dk partial sum in small."""
+    o = tl.arange(0, N)
+    tl.store(scratch + o, tl.load(x + o))
+    if BARRIER:
+        tl.debug_barrier()
+    tl.store(out + o, tl.load(scratch + (o + N if OTHER_HALF else o)))
+
+
+@pytest.mark.parametrize("emulate", [True, False])
+def test_a_read_after_write_needs_a_barrier_in_between(emulate: bool) -> None:
+    """A program that loads what it stored since its last barrier raises (a race on a GPU, unordered
+    pipes on Ascend), with the emulation on or off, naming the kernel; a barrier between or another
+    address passes."""
+    x, out = torch.arange(N, dtype=torch.float32), torch.zeros(N)
+    scratch = torch.zeros(2 * N)
+    with ascend_semantics(emulate):
+        with pytest.raises(Exception, match=r"stored since its last tl.debug_barrier.*_store_then_load"):
+            _store_then_load[(1,)](x, scratch, out, N=N, BARRIER=False, OTHER_HALF=False)
+        _store_then_load[(1,)](x, scratch, out, N=N, BARRIER=True, OTHER_HALF=False)
+        assert torch.equal(out, x)
+        _store_then_load[(1,)](x, scratch, out, N=N, BARRIER=False, OTHER_HALF=True)  # not an address it stored
+
+
+@triton.jit
+def _read_what_program_0_stored(x, scratch, out, N: tl.constexpr):
+    o = tl.arange(0, N)
+    if tl.program_id(0) == 0:
+        tl.store(scratch + o, tl.load(x + o))
+    else:
+        tl.store(out + o, tl.load(scratch + o))
+
+
+def test_a_program_reading_what_another_program_stored_raises() -> None:
+    """The programs of a launch run in any order (and at once) on a device; the interpreter runs them
+    in order, so program 1 would read program 0's store every time here. A later launch may read it."""
+    x, scratch, out = torch.arange(N, dtype=torch.float32), torch.zeros(N), torch.zeros(N)
+    with pytest.raises(Exception, match="another program of this launch stored"):
+        _read_what_program_0_stored[(2,)](x, scratch, out, N=N)
+    _read_what_program_0_stored[(1,)](x, scratch, out, N=N)
+    _store_then_load[(1,)](scratch, out, x, N=N // 2, BARRIER=False, OTHER_HALF=True)  # reads scratch's second half
 
 
 @triton.jit

@@ -18,6 +18,12 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
   allocation faults the MTE ("DDR address out of range") on the NPU: it raises
   ``AscendSemanticsError`` here instead of reading or writing host memory (with the emulation
   off too: such an access is a bug on every device).
+* a load of global memory that the same program stored since its last ``tl.debug_barrier()``,
+  or that another program of the same launch stored, raises ``AscendSemanticsError`` (with the
+  emulation off too): on a GPU other threads of the program may read before the store lands (the
+  barrier syncs them), Ascend's store and load pipes (MTE3, MTE2) are not ordered for global
+  memory without one, and the programs of a launch run in any order on both. Such a
+  read-after-write is exact on the interpreter, which runs one program after another.
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
   values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
 
@@ -63,11 +69,18 @@ def emulation_default() -> bool:
 
 
 class _State:
-    """What the emulation hooks need during a launch: on or off, and the allocations of the
-    current launch's tensor arguments (byte ranges [start, end))."""
+    """What the emulation hooks need during a launch: on or off, the allocations of the current
+    launch's tensor arguments (byte ranges [start, end)), and per allocation the addresses the
+    running program stored since its last barrier (``stored``), all it stored (``program``) and
+    what the launch's earlier programs stored (``launch``: a flag per element of the allocation,
+    the store's element size, ``itemsize``)."""
 
     active = False
     ranges: list[tuple[int, int]] = []
+    stored: dict[int, list[Any]] = {}
+    program: dict[int, list[Any]] = {}
+    launch: dict[int, Any] = {}
+    itemsize: dict[int, int] = {}
 
 
 _STATE = _State()
@@ -244,22 +257,56 @@ def _poison(handle: Any) -> None:
         handle.data = np.full(data.shape, fill, dtype=data.dtype)
 
 
-def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
-    """Every active address of a load/store lies inside one tensor argument's allocation."""
+def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> tuple[Any, int | None]:
+    """Every active address of a load/store lies inside one tensor argument's allocation. Returns
+    the active addresses and the index of the allocation that holds them all (None: several)."""
     if not _STATE.ranges:
-        return
+        return None, None
     addresses = np.asarray(ptrs.data)[np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))]
     if addresses.size == 0:
-        return
+        return addresses, None
     lo, hi = int(addresses.min()), int(addresses.max()) + itemsize
-    if any(start <= lo and hi <= end for start, end in _STATE.ranges):
-        return
+    for i, (start, end) in enumerate(_STATE.ranges):
+        if start <= lo and hi <= end:
+            return addresses, i
     outside = [int(a) for a in addresses if not any(s <= int(a) and int(a) + itemsize <= e for s, e in _STATE.ranges)]
     if not outside:
-        return  # the active addresses span several arguments, each inside one
+        return addresses, None  # the active addresses span several arguments, each inside one
     raise AscendSemanticsError(
         f"{kind} of {len(outside)} active element(s) outside every tensor argument's allocation (the NPU's MTE "
         f"faults: DDR address out of range), first at byte address {outside[0]:#x}; at {_kernel_location()}")
+
+
+def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
+    """A load reads no address its program stored since the last barrier, nor one an earlier
+    program of the launch stored (module doc)."""
+    if allocation is None:
+        return
+    for earlier in _STATE.stored.get(allocation, ()):
+        hit = np.intersect1d(addresses, earlier)
+        if hit.size:
+            raise AscendSemanticsError(
+                f"load of {hit.size} element(s) this program stored since its last tl.debug_barrier(), first at byte "
+                f"address {int(hit[0]):#x}: without a barrier between, other threads of the program (a GPU) or the "
+                f"load pipe (Ascend) may read them before the store lands; at {_kernel_location()}")
+    others = _STATE.launch.get(allocation)
+    if others is not None:
+        hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
+        if hit.size:
+            raise AscendSemanticsError(
+                f"load of {hit.size} element(s) another program of this launch stored, first at byte address "
+                f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so this reads "
+                f"either value; at {_kernel_location()}")
+
+
+def _next_program() -> None:
+    """Forget the running program's barrier window and add its stores to the launch's."""
+    for allocation, arrays in _STATE.program.items():
+        (start, end), size = _STATE.ranges[allocation], _STATE.itemsize[allocation]
+        flags = _STATE.launch.setdefault(allocation, np.zeros((end - start) // size, dtype=bool))
+        for addresses in arrays:
+            flags[(addresses - start) // size] = True
+    _STATE.stored, _STATE.program = {}, {}
 
 
 def _dot_operand(x: Any) -> Any:
@@ -284,6 +331,7 @@ def _install_emulation_once() -> None:
     _TRITON_DIR = Path(triton.__file__).resolve().parent
     builder = type(interpreter.interpreter_builder)
     create_dot, masked_load, masked_store = builder.create_dot, builder.create_masked_load, builder.create_masked_store
+    create_barrier, set_grid_idx = builder.create_barrier, builder.set_grid_idx
     init_args = interpreter.GridExecutor._init_args_hst
 
     def dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
@@ -307,17 +355,33 @@ def _install_emulation_once() -> None:
     # unguarded cuda variant, which runs without the emulation, would otherwise read garbage that
     # only sometimes shows (a k^T load with its mask dropped passed one fuzz run and failed another).
     def load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
-        _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        addresses, allocation = _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        _check_read_after_write(addresses, allocation)
         return masked_load(self, ptrs, mask, *args)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
-        _check_addresses("store", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+        itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+        addresses, allocation = _check_addresses("store", ptrs, mask, itemsize)
+        if allocation is not None and addresses.size:
+            _STATE.stored.setdefault(allocation, []).append(addresses)
+            _STATE.program.setdefault(allocation, []).append(addresses)
+            _STATE.itemsize[allocation] = itemsize
         return masked_store(self, ptrs, value, mask, *args)
+
+    # The interpreter runs a launch's programs one after another, each from set_grid_idx.
+    def barrier(self: Any) -> Any:
+        _STATE.stored = {}
+        return create_barrier(self)
+
+    def grid_idx(self: Any, *idx: Any) -> Any:
+        _next_program()
+        return set_grid_idx(self, *idx)
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         tensors = [a for a in (*args_hst, *kwargs_hst.values()) if hasattr(a, "untyped_storage")]
         _STATE.ranges = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors)]
+        _STATE.stored, _STATE.program, _STATE.launch, _STATE.itemsize = {}, {}, {}, {}
         return args_hst, kwargs_hst
 
     class FoldedProgramId(triton.language.constexpr):
@@ -336,6 +400,8 @@ def _install_emulation_once() -> None:
     builder.create_dot = dot
     builder.create_masked_load = load
     builder.create_masked_store = store
+    builder.create_barrier = barrier
+    builder.set_grid_idx = grid_idx
     interpreter.GridExecutor._init_args_hst = init_args_hst
     program_id = triton.language.semantic.program_id
     triton.language.semantic.program_id = folded_program_id
