@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from wy_ascend.testing import runner as runner_module
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure
 from wy_ascend.testing.runner import CaseCrashed, CaseRunner, CaseTimeout, RemoteTraceback
@@ -201,6 +202,21 @@ def test_a_child_that_dies_before_it_is_ready_is_a_crash(tmp_path: Path) -> None
             runner.run("plan_coverage", PLAN_CASE)
         assert info.value.detail["exitcode"] == 1 and runner.child is None
     assert "ModuleNotFoundError: No module named 'wy_ascend'" in (tmp_path / "runner.log").read_text()
+
+
+def test_a_fork_server_that_hangs_at_start_is_stopped_at_its_start_timeout(tmp_path: Path, monkeypatch) -> None:
+    """A fork server whose imports hang (here: a stand-in package whose serve_forks sleeps) is killed
+    and reported once START_TIMEOUT_S has passed, not waited on until it exits by itself."""
+    fake = tmp_path / "fake" / "wy_ascend" / "testing"
+    fake.mkdir(parents=True)
+    for init in (fake.parent / "__init__.py", fake / "__init__.py"):
+        init.write_text("")
+    (fake / "runner.py").write_text("def serve_forks():\n    import time\n    time.sleep(60)\n")
+    monkeypatch.setattr(runner_module, "START_TIMEOUT_S", 1.0)
+    start = time.monotonic()
+    with open(tmp_path / "zygote.log", "ab") as log, pytest.raises(EOFError, match="did not start within 1 s"):
+        runner_module._Zygote([str(tmp_path / "fake")], dict(os.environ), log)
+    assert time.monotonic() - start < 20  # 1 s, then up to 5 s for the stopped server to exit
 
 
 def test_raise_at_raises_the_error_itself_at_the_childs_place() -> None:

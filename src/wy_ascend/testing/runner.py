@@ -398,7 +398,12 @@ class _Zygote:
             pass_fds=(theirs.fileno(),))
         theirs.close()
         self.sock.settimeout(START_TIMEOUT_S)
-        if len(self.sock.recv(_REPLY.size)) != _REPLY.size:
+        try:
+            started = len(self.sock.recv(_REPLY.size)) == _REPLY.size
+        except TimeoutError:  # a hung import: stopped here, not waited on forever
+            self.close()
+            raise EOFError(f"the case runner's fork server did not start within {START_TIMEOUT_S:g} s") from None
+        if not started:
             self.close()
             raise EOFError("the case runner's fork server did not start")
         self.sock.settimeout(None)
