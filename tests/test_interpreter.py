@@ -148,6 +148,28 @@ def test_a_store_outside_every_tensor_faults() -> None:
 
 
 @triton.jit
+def _round_trip_bf16(x, y, z, N: tl.constexpr):
+    """y = x rounded to bfloat16 (the interpreter's conversion, replaced by interpreter.py), z = y widened back."""
+    o = tl.arange(0, N)
+    b = tl.load(x + o).to(tl.bfloat16)
+    tl.store(y + o, b)
+    tl.store(z + o, b.to(tl.float32))
+
+
+def test_float32_to_bfloat16_rounds_as_torch_does_bit_for_bit() -> None:
+    """Every low half (all 65536 patterns: ties to even or odd, just above and below them) under high
+    halves of both signs, normal, subnormal and next to the overflow to infinity: the interpreter's
+    float32 -> bfloat16 gives torch's bits (round to nearest, ties to even), and widening back is exact."""
+    highs = torch.tensor([0x3F80, 0x3F81, 0xBF80, 0xBF81, 0x0000, 0x0001, 0x7F7F, 0xFF7E], dtype=torch.int64)
+    bits = ((highs[:, None] << 16) | torch.arange(1 << 16)[None, :]).flatten()
+    x = bits.to(torch.int32).view(torch.float32)
+    y, z = torch.empty(x.numel(), dtype=torch.bfloat16), torch.empty(x.numel())
+    _round_trip_bf16[(1,)](x, y, z, N=x.numel())
+    assert torch.equal(y.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
+    assert torch.equal(z, y.float())
+
+
+@triton.jit
 def _store_then_load(x, scratch, out, N: tl.constexpr, BARRIER: tl.constexpr, OTHER_HALF: tl.constexpr):
     """scratch = x, then out = scratch read back (the other half of it with OTHER_HALF), with or
     without a barrier between: the grouped backward's dk partial sum in small."""
