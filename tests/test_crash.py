@@ -219,6 +219,21 @@ def test_a_fork_server_that_hangs_at_start_is_stopped_at_its_start_timeout(tmp_p
     assert time.monotonic() - start < 20  # 1 s, then up to 5 s for the stopped server to exit
 
 
+def test_a_child_binds_the_accelerator_its_runner_names(monkeypatch) -> None:
+    """WY_ASCEND_RUNNER_DEVICE "npu:N" / "cuda:N" makes the child set that device before any case (the
+    device pool's one-GPU-per-worker); "cpu" or nothing sets none. torch_npu and CUDA are stand-ins here,
+    recording the calls (no accelerator on CI)."""
+    import types
+
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(set_device=lambda i: calls.append(("npu", i))), raising=False)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.append(("cuda", i)))
+    for device in ("npu:3", "cuda:1", "cpu", None, ""):
+        runner_module._bind_device(device)
+    assert calls == [("npu", 3), ("cuda", 1)]
+
+
 def test_raise_at_raises_the_error_itself_at_the_childs_place() -> None:
     from wy_ascend.testing.runner import _raise_at
 
