@@ -47,6 +47,8 @@ import torch
 import triton
 import triton.language as tl
 
+from wy_ascend.testing.properties import rel_rms
+
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 ON_DEVICE = torch.cuda.is_available() and not INTERPRETING
 BT = 64
@@ -114,11 +116,6 @@ def _two_dots(A, Kp, DW, DU, DV, DKB, DB, n, K: tl.constexpr, V: tl.constexpr, B
     tl.store(DB + pid * BT + o_t, db)
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return float(((a - b).pow(2).mean() / b.pow(2).mean()).sqrt())
-
-
 def errors(device: str, K: int, V: int, flags: dict, lowp: bool, num_warps: int = 4) -> dict[str, float]:
     """Relative RMS errors of dv and of the first product (its row sums with RED) against float64
     products of the same (bf16 or fp32) values."""
@@ -132,8 +129,8 @@ def errors(device: str, K: int, V: int, flags: dict, lowp: bool, num_warps: int 
                            flags["MASK"], flags["WHERE"], flags["RED"], lowp, num_warps=num_warps, num_stages=1)
     At = A.double().transpose(-1, -2)
     first = At @ dw.double()
-    got = _rel(db, (first * k.double()).sum(-1)) if flags["RED"] else _rel(dkb, first)
-    return {"dv": _rel(dv, At @ du.double()), "first": got}
+    got = rel_rms(db, (first * k.double()).sum(-1)) if flags["RED"] else rel_rms(dkb, first)
+    return {"dv": rel_rms(dv, At @ du.double()), "first": got}
 
 
 def _on_device(K: int, V: int, flags: dict, num_warps: int = 4) -> dict[str, float]:

@@ -399,13 +399,12 @@ class _Zygote:
         theirs.close()
         self.sock.settimeout(START_TIMEOUT_S)
         try:
-            started = len(self.sock.recv(_REPLY.size)) == _REPLY.size
+            started, late = len(self.sock.recv(_REPLY.size)) == _REPLY.size, ""
         except TimeoutError:  # a hung import: stopped here, not waited on forever
-            self.close()
-            raise EOFError(f"the case runner's fork server did not start within {START_TIMEOUT_S:g} s") from None
+            started, late = False, f" within {START_TIMEOUT_S:g} s"
         if not started:
             self.close()
-            raise EOFError("the case runner's fork server did not start")
+            raise EOFError(f"the case runner's fork server did not start{late}")
         self.sock.settimeout(None)
 
     def fork(self) -> _Forked:
