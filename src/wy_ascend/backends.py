@@ -65,6 +65,13 @@ LOWP_ENV = "WY_ASCEND_LOWP"
 # 1.15-1.18x, G=4 at 256 1.1-1.3x, G=8 at 512 1.1x (at 256: even), G=4 from 512 up 1.0-1.25x.
 GROUP_DK_PROGRAMS_PER_HEAD = 64
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
+# K and V that both pad to min_tile share one narrower tile instead (Backend.narrow_tiles), with bf16 dot
+# operands for bfloat16 I/O and this many warps alone. Measured on the H200 (docs/nightly-h200.md session 15,
+# call 1): the perf find B1 T1024 H16 HV64 K=V=16 bf16 backward took 43.7 us in 64-wide padded tiles (9.8x its
+# bound, 1.22x fla-core's 35.7 us device time) and 33.8 us in 16-wide ones with 4 warps (outputs bit-equal);
+# 2 warps 40.3 us; 8 warps ran into an illegal memory access (Triton 3.6, sm_90), so no search over warps.
+NARROW_TILES_ENV = "WY_ASCEND_NARROW_TILES"
+NARROW_WARPS = 4
 LOWP_MODES = ("one-tile", "multi-tile", "all")
 
 
@@ -171,6 +178,7 @@ class Backend:
             bwd_tile_cap=self.bwd_tile_cap if config.tile_cap is None else None,
             max_tasks=_given(config.max_tasks, INT32_MAX),
             min_tile=self.min_tile,
+            narrow_tiles=self.narrow_tiles(),
         )
 
     def variant(self, config: LaunchConfig) -> tuple[bool, bool, bool]:
@@ -223,6 +231,17 @@ class Backend:
             raise ValueError(f"{RUNTIME_DIMS_ENV} must be 1 or 0, got {raw!r}")
         return raw == "1" if raw else self.interpret
 
+    def narrow_tiles(self) -> bool:
+        """Whether a K and a V that both pad to ``min_tile`` share one narrower tile
+        (planning.shared_narrow_dim), its dots with bf16 operands for bfloat16 I/O (``lowp_dot``) and
+        NARROW_WARPS warps (``launch_warps``): ``WY_ASCEND_NARROW_TILES`` (1 or 0), off by default until
+        the device tests and the perf profile have run it. Only where ``min_tile`` is above MIN_TILE
+        (cuda): elsewhere a narrow K or V has its own narrow tile already."""
+        raw = os.environ.get(NARROW_TILES_ENV, "")
+        if raw not in ("", "0", "1"):
+            raise ValueError(f"{NARROW_TILES_ENV} must be 1 or 0, got {raw!r}")
+        return raw == "1" and self.min_tile > MIN_TILE
+
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int, config: LaunchConfig | None = None) -> bool:
         """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them:
         ``multi-tile`` (the default) for tiles >= LOWP_MIN_TILE wide in any number of tile-loop
@@ -242,7 +261,8 @@ class Backend:
         wrong when a wider bf16 dot ran before it (tests/test_triton_narrow_repro.py: Triton's). Tiles
         of one narrow width (BK = BV = 16 or 32) were right, bit-equal to padded ones, but not clearly
         faster in session 14's (noisy) timings; so ``all`` is for investigation only, and cuda pads a
-        narrow K or V to 64-wide tiles (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16.
+        narrow K or V to 64-wide tiles (``min_tile``), which passed the oracle on K64/V32, K48/V80, K16/V16,
+        or, with ``narrow_tiles``, gives K and V one shared narrow tile, whose dots take bf16 operands.
         ``config.lowp_dot`` (the interpreter only) decides where given, for bfloat16 I/O."""
         if config is not None and config.lowp_dot is not None:
             if not self.interpret:
@@ -256,7 +276,9 @@ class Backend:
             raise ValueError(f"{LOWP_ENV} must be one of {LOWP_MODES}, got {mode!r}")
         if mode == "all":
             return True
-        return min(BK, BV) >= LOWP_MIN_TILE and (mode == "multi-tile" or (K <= BK and V <= BV))
+        if min(BK, BV) >= LOWP_MIN_TILE:
+            return mode == "multi-tile" or (K <= BK and V <= BV)
+        return BK == BV and K <= BK and V <= BV and self.narrow_tiles()  # one shared narrow tile each
 
 
 def group_dk_min_programs(H: int, HV: int) -> int:
@@ -460,9 +482,17 @@ def fp32_dot_warps(kernel_name: str, BT: int, tile: int, lowp_dot: bool) -> int 
     return warps
 
 
+def launch_warps(kernel_name: str, BT: int, BK: int, BV: int, lowp_dot: bool) -> int | None:
+    """The warps a cuda launch runs alone, or None for the autotuner's search: NARROW_WARPS for bf16
+    dots in one shared narrow tile (``Backend.narrow_tiles``), else ``fp32_dot_warps``."""
+    if lowp_dot and BK == BV < LOWP_MIN_TILE:
+        return NARROW_WARPS
+    return fp32_dot_warps(kernel_name, BT, max(BK, BV), lowp_dot)
+
+
 def search_configs(warps: int | None) -> list[tuple[int, int]]:
     """The (num_warps, num_stages) the cuda autotuner tries: CUDA_CONFIGS (its first alone with
-    WY_ASCEND_AUTOTUNE=0), or ``warps`` alone where ``fp32_dot_warps`` gives them."""
+    WY_ASCEND_AUTOTUNE=0), or ``warps`` alone where ``launch_warps`` gives them."""
     if warps is not None:
         return [(warps, 1)]
     return CUDA_CONFIGS if os.environ.get(AUTOTUNE_ENV, "1") != "0" else CUDA_CONFIGS[:1]
@@ -574,7 +604,7 @@ def check_fp32_dot(backend: Backend) -> None:
 
 def kernel_for(backend: Backend, kernel_name: str, warps: int | None = None) -> object:
     """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend`` (``warps``: that
-    many alone where the backend autotunes, ``fp32_dot_warps``)."""
+    many alone where the backend autotunes, ``launch_warps``)."""
     check_fp32_dot(backend)
     if backend.autotune:
         return _autotuned(kernel_name, warps)

@@ -25,7 +25,9 @@ CPU), and specs that compile the same program (``Spec.specialization``: same til
 classes, flags, dtypes) are lowered once: with the representative dims d_0 < ... < d_n-1
 (ODD_DIMS plus every tile width the planner can pick), specialization i has (K, V) =
 (d_i, d_(i + 1) mod n) (neighbours: with 64, 80, 100 and 128 in a row, full and partial last tiles
-meet in all four ways), and one more has SQUARE (the headline K = V = 128: both tiles full),
+meet in all four ways), and one more has SQUARE (the headline K = V = 128: both tiles full), and
+with cuda's shared narrow tiles (``Backend.narrow_tiles``) one more (t, t) for each shared width t no
+neighbour pair gives (K = V = 16),
 (H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, beta's dtype
 FLOAT_DTYPES[i mod 3], g's FLOAT_DTYPES[(i // 3 + j) mod 3] with j the I/O dtype's index (all nine
 pairs over the I/O dtypes: flash-linear-attention passes a float32 g with bfloat16 k and beta) and
@@ -74,7 +76,7 @@ import torch
 
 from . import kernels as kernels_module
 from .backends import BACKENDS, LaunchConfig, group_dk_min_programs
-from .planning import MIN_TILE, UB_SAFETY_MARGIN, UnsupportedProblemError, plan
+from .planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, next_power_of_2, plan, shared_narrow_dim
 from .specialization import Specialization, cdiv, const_dim, int_class
 
 # The target the npu backend compiles for (910B, A2); the arch only matters to npubin.
@@ -272,6 +274,16 @@ def representative_dims(tile_cap: int) -> tuple[int, ...]:
     return tuple(sorted(set(ODD_DIMS) | tiles))
 
 
+def narrow_squares(pairs: list[tuple[int, int]], dims: tuple[int, ...], spec: DeviceSpec) -> list[tuple[int, int]]:
+    """(t, t) for each shared narrow tile width t (planning.shared_narrow_dim) that none of ``pairs`` plans."""
+    def shared(K: int, V: int) -> int | None:
+        dim = shared_narrow_dim(K, V, spec)
+        return None if dim is None else next_power_of_2(dim)
+
+    planned = {shared(k, v) for k, v in pairs}
+    return [(t, t) for t in dims if shared(t, t) == t and t not in planned]
+
+
 def enumerate_specs(ub_bytes: int | None = None) -> tuple[list[Spec], list[Skip]]:
     """Every specialization the npu and the cuda backend can launch (module doc), npu first, and
     the npu ones the UB model skips.
@@ -301,6 +313,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     ):
         heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
         pairs = [(k, dims[(i + 1) % len(dims)]) for i, k in enumerate(dims)] + [SQUARE]
+        pairs += narrow_squares(pairs, dims, device_spec)
         for i, (k, v) in enumerate(pairs):
             h, hv = heads[i % len(heads)]
             try:

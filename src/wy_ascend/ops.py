@@ -19,13 +19,14 @@ from .backends import (
     FP32_DOT_ENV,
     FP32_WARPS_ENV,
     LOWP_ENV,
+    NARROW_TILES_ENV,
     RUNTIME_DIMS_ENV,
     Backend,
     LaunchConfig,
     current_config,
     dk_sum_kernel,
-    fp32_dot_warps,
     kernel_for,
+    launch_warps,
     ptxas_deadline,
     resolve_backend,
 )
@@ -87,7 +88,7 @@ class _Call:
             dtype=problem.dtype, gate_dtype=gate_dtype, g_dtype=g_dtype, index_dtype=index_dtype,
             use_g=problem.use_g, varlen=problem.varlen, group_dk=self.group_dk)
         sp = self.specialization
-        self.kernel = kernel_for(self.backend, kernel, fp32_dot_warps(kernel, problem.BT, max(sp.BK, sp.BV), sp.LOWP_DOT))
+        self.kernel = kernel_for(self.backend, kernel, launch_warps(kernel, problem.BT, sp.BK, sp.BV, sp.LOWP_DOT))
         sums = self.backend.sums_dk_in_kernel(self.config) and kernel == "bwd" and problem.HV != problem.H and not self.group_dk
         self.dk_sum = dk_sum_kernel(self.backend) if sums else None
         self.emulate = self.backend.variant(self.config)[2]
@@ -182,8 +183,9 @@ def _arg_names(kernel: object) -> list[str]:
 
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
-# Ascend emulation, fp32-dot warps): part of its memo key, so changing one takes effect at the next call.
-_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV)
+# Ascend emulation, fp32-dot warps, shared narrow tiles): part of its memo key, so changing one takes
+# effect at the next call.
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV, NARROW_TILES_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 

@@ -51,7 +51,9 @@ class DeviceSpec:
     the persistent core-grid size; ``ub_bytes`` the per-core unified buffer used for
     tile sizing (None: no UB, tiles capped by ``tile_cap`` only); ``min_tile`` the
     narrowest tile a narrower K or V is padded to (masked), below ``tile_cap``;
-    ``bwd_tile_cap`` the backward's own cap where it differs (None: ``tile_cap``, see ``cap``).
+    ``bwd_tile_cap`` the backward's own cap where it differs (None: ``tile_cap``, see ``cap``);
+    ``narrow_tiles``: where K and V both pad to ``min_tile``, they share one narrower tile instead,
+    next_power_of_2(max(K, V)) (``shared_narrow_dim``).
     """
 
     name: str
@@ -64,6 +66,7 @@ class DeviceSpec:
     max_tasks: int = INT32_MAX
     min_tile: int = MIN_TILE
     bwd_tile_cap: int | None = None
+    narrow_tiles: bool = False
 
     def cap(self, kernel: str) -> int:
         """The widest tile ``kernel`` ("fwd"/"bwd") may plan."""
@@ -221,6 +224,14 @@ def ub_tile(BT: int, dim: int, kernel: str, ub_bytes: int | None, tile_cap: int,
     return None
 
 
+def shared_narrow_dim(K: int, V: int, spec: DeviceSpec) -> int | None:
+    """The dim whose tile K and V share under ``spec.narrow_tiles`` (max(K, V), where both would
+    pad to ``spec.min_tile``), else None (each axis its own tile)."""
+    if spec.narrow_tiles and next_power_of_2(max(K, V)) < spec.min_tile:
+        return max(K, V)
+    return None
+
+
 def ub_footprint(kernel: str, BT: int, tile: int) -> int:
     """Modeled UB bytes of one program of ``kernel`` with chunk ``BT`` and tile width ``tile``."""
     mats, tile_mult = UB_MODEL[kernel]
@@ -233,8 +244,12 @@ def plan(kernel: str, *, NT: int, BH: int, BT: int, K: int, V: int, spec: Device
     (memoized: plans are immutable and an op is called with few distinct shapes)."""
     if kernel not in UB_MODEL:
         raise ValueError(f"kernel must be one of {sorted(UB_MODEL)}, got {kernel!r}")
-    BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
-    BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
+    shared = shared_narrow_dim(K, V, spec)
+    if shared is not None:
+        BK = BV = ub_tile(BT, shared, kernel, spec.ub_bytes, spec.cap(kernel))
+    else:
+        BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
+        BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
     if BK is None or BV is None:
         need = ub_footprint(kernel, BT, MIN_TILE)
         raise UnsupportedProblemError(

@@ -800,8 +800,11 @@ def check_plan_coverage(case: Case) -> Metrics:
         if not fits:
             raise PropertyFailure(f"{kernel}: the planner planned BT={case.BT} on {spec.name} although even "
                                   f"{MIN_TILE}-wide tiles overflow its UB of {spec.ub_bytes} bytes")
+        # with narrow tiles (cuda), K and V that both pad to min_tile share the wider one's tile instead
+        shared = spec.narrow_tiles and max(case.K, case.V) <= spec.min_tile // 2
         for dim, tile in (("K", p.BK), ("V", p.BV)):
-            widest = widest_tile(kernel, case.BT, getattr(case, dim), spec.cap(kernel), spec.ub_bytes, spec.min_tile)
+            size, least = (max(case.K, case.V), MIN_TILE) if shared else (getattr(case, dim), spec.min_tile)
+            widest = widest_tile(kernel, case.BT, size, spec.cap(kernel), spec.ub_bytes, least)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
                                       f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, "
