@@ -1,5 +1,5 @@
 """Where the cuda backend gives dots bf16 operands (Backend.lowp_dot), how WY_ASCEND_LOWP narrows or widens
-it, and the 64-wide tiles that give every bf16 problem its bf16 dots there."""
+it, and the tiles (64 wide or wider, or one shared narrow tile) that give every bf16 problem its bf16 dots there."""
 
 from __future__ import annotations
 
@@ -31,22 +31,22 @@ def test_one_tile_and_all(monkeypatch):
     assert not CUDA.lowp_dot(FP16, 64, 32, 64, 32)
 
 
-def test_cuda_pads_narrow_dims_to_64_wide_tiles_so_bf16_gets_its_dots(monkeypatch):
-    """Every K and V on cuda plans tiles of at least LOWP_MIN_TILE (unless tile_cap asks for
-    narrower), so every bf16 problem gets bf16 dot operands by default; the npu backends keep
-    tiles as narrow as the dims."""
-    from wy_ascend.backends import LOWP_MIN_TILE, LaunchConfig
+def test_cuda_gives_every_bf16_problem_its_bf16_dots(monkeypatch):
+    """Every K and V on cuda plans tiles of at least LOWP_MIN_TILE or, where both are narrower, one
+    shared narrow tile (tests/test_narrow_tiles.py), so every bf16 problem gets bf16 dot operands by
+    default; the npu backends keep tiles as narrow as the dims."""
+    from wy_ascend.backends import LOWP_MIN_TILE, NARROW_TILES_ENV, LaunchConfig
     from wy_ascend.planning import plan
 
     monkeypatch.delenv(LOWP_ENV, raising=False)
+    monkeypatch.delenv(NARROW_TILES_ENV, raising=False)
     cpu = torch.device("cpu")
-    for K, V in ((16, 16), (32, 48), (64, 32), (48, 80), (192, 16), (256, 256)):
+    for K, V in ((16, 16), (16, 32), (32, 48), (64, 32), (48, 80), (192, 16), (256, 256)):
         p = plan("bwd", NT=1, BH=1, BT=64, K=K, V=V, spec=CUDA.spec(cpu, LaunchConfig(num_cores=1)))
-        assert min(p.BK, p.BV) >= LOWP_MIN_TILE and CUDA.lowp_dot(BF16, K, V, p.BK, p.BV), (K, V, p.BK, p.BV)
+        one_shared = p.BK == p.BV and max(K, V) <= p.BK
+        assert (min(p.BK, p.BV) >= LOWP_MIN_TILE or one_shared) and CUDA.lowp_dot(BF16, K, V, p.BK, p.BV), (K, V, p)
     npu = plan("bwd", NT=1, BH=1, BT=64, K=16, V=32, spec=BACKENDS["npu-cuda"].spec(cpu, LaunchConfig(num_cores=1)))
     assert (npu.BK, npu.BV) == (16, 32)
-    capped = plan("bwd", NT=1, BH=1, BT=64, K=16, V=16, spec=CUDA.spec(cpu, LaunchConfig(num_cores=1, tile_cap=32)))
-    assert (capped.BK, capped.BV) == (32, 32)  # the cap wins
 
 
 def test_unknown_mode_is_a_clear_error(monkeypatch):

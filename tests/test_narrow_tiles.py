@@ -1,4 +1,4 @@
-"""Shared narrow tiles on cuda (``WY_ASCEND_NARROW_TILES``, Backend.narrow_tiles): where K and V
+"""Shared narrow tiles on cuda (Backend.narrow_tiles; ``WY_ASCEND_NARROW_TILES=0`` turns them off): where K and V
 both pad to the 64-wide ``min_tile``, they share one tile of next_power_of_2(max(K, V)) instead, with
 bf16 dot operands for bfloat16 I/O and 4 warps alone. The rule on the CPU (planning, dot operands,
 warps), and on a CUDA device every output against the float64 oracle."""
@@ -51,11 +51,11 @@ def test_narrow_dims_share_one_tile_with_bf16_dots_and_fixed_warps(monkeypatch, 
     assert launch_warps(kernel, 64, BK, BV, False) == fp32_dot_warps(kernel, 64, shared, False)
 
 
-def test_off_by_default_and_only_where_tiles_are_padded(monkeypatch) -> None:
+def test_on_by_default_and_only_where_tiles_are_padded(monkeypatch) -> None:
     monkeypatch.delenv(NARROW_TILES_ENV, raising=False)
-    assert _tiles("cuda", 16, 16) == (64, 64) and not CUDA.lowp_dot(BF16, 16, 16, 16, 16)
-    monkeypatch.setenv(NARROW_TILES_ENV, "0")
-    assert _tiles("cuda", 16, 32) == (64, 64)
+    assert _tiles("cuda", 16, 16) == (16, 16) and CUDA.lowp_dot(BF16, 16, 16, 16, 16)
+    monkeypatch.setenv(NARROW_TILES_ENV, "0")  # off: both padded to 64, fp32 dots in any narrower tile
+    assert _tiles("cuda", 16, 32) == (64, 64) and not CUDA.lowp_dot(BF16, 16, 16, 16, 16)
     monkeypatch.setenv(NARROW_TILES_ENV, "1")
     # the npu backends have narrow tiles of their own width already (min_tile 16): unchanged
     assert _tiles("npu-cuda", 16, 32) == (16, 32) and _tiles("cpu", 16, 32) == (16, 32)

@@ -67,9 +67,11 @@ GROUP_DK_PROGRAMS_PER_HEAD = 64
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 # K and V that both pad to min_tile share one narrower tile instead (Backend.narrow_tiles), with bf16 dot
 # operands for bfloat16 I/O and this many warps alone. Measured on the H200 (docs/nightly-h200.md session 15,
-# call 1): the perf find B1 T1024 H16 HV64 K=V=16 bf16 backward took 43.7 us in 64-wide padded tiles (9.8x its
-# bound, 1.22x fla-core's 35.7 us device time) and 33.8 us in 16-wide ones with 4 warps (outputs bit-equal);
-# 2 warps 40.3 us; 8 warps ran into an illegal memory access (Triton 3.6, sm_90), so no search over warps.
+# calls 1 and 2, bf16, device time): on seven shapes with K, V <= 32 (the perf find B1 T1024 H16 HV64 K=V=16,
+# fixed, grouped, varlen) 4-17% faster forward and 11-24% backward than 64-wide padded tiles (the find's backward
+# 44.1 -> 33.5 us, 9.8x -> 7.5x its bound), first calls 0.3-1.3 s where padded ones autotuned for 2-9 s, outputs
+# bit-equal forward and within 2e-8 (relative RMS) backward. 2 warps were slower; 8 warps gave a wrong backward
+# (0.12 relative off, K=V=16) and once an illegal memory access (Triton 3.6, sm_90): so no search over warps.
 NARROW_TILES_ENV = "WY_ASCEND_NARROW_TILES"
 NARROW_WARPS = 4
 LOWP_MODES = ("one-tile", "multi-tile", "all")
@@ -234,13 +236,13 @@ class Backend:
     def narrow_tiles(self) -> bool:
         """Whether a K and a V that both pad to ``min_tile`` share one narrower tile
         (planning.shared_narrow_dim), its dots with bf16 operands for bfloat16 I/O (``lowp_dot``) and
-        NARROW_WARPS warps (``launch_warps``): ``WY_ASCEND_NARROW_TILES`` (1 or 0), off by default until
-        the device tests and the perf profile have run it. Only where ``min_tile`` is above MIN_TILE
-        (cuda): elsewhere a narrow K or V has its own narrow tile already."""
+        NARROW_WARPS warps (``launch_warps``): on unless ``WY_ASCEND_NARROW_TILES=0`` (session 15 on
+        the H200: the cuda device tests with it, the perf find replayed within its bound). Only where
+        ``min_tile`` is above MIN_TILE (cuda): elsewhere a narrow K or V has its own narrow tile already."""
         raw = os.environ.get(NARROW_TILES_ENV, "")
         if raw not in ("", "0", "1"):
             raise ValueError(f"{NARROW_TILES_ENV} must be 1 or 0, got {raw!r}")
-        return raw == "1" and self.min_tile > MIN_TILE
+        return raw != "0" and self.min_tile > MIN_TILE
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int, config: LaunchConfig | None = None) -> bool:
         """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them:
