@@ -61,6 +61,18 @@ def test_crash_records_traceback(tmp_path: Path) -> None:
     assert "Traceback" in failure["traceback"] and failure["metrics"] == {}
 
 
+def test_a_raised_property_failure_records_no_traceback(tmp_path: Path) -> None:
+    """A property failure is raised by the property's check, so it has a traceback; the file keeps its
+    message and metrics, which say what failed, and no traceback (that is for crashes: above)."""
+    try:
+        raise PropertyFailure("w differs", {"w": {"rel_rms": 0.5}})
+    except PropertyFailure as e:
+        assert e.__traceback__ is not None
+        path = record_failure("oracle", CASE, e, tmp_path)
+    failure = load(path).failure
+    assert failure["traceback"] is None and failure["metrics"] == {"w": {"rel_rms": 0.5}}
+
+
 def test_hash_covers_property_and_case_only(tmp_path: Path) -> None:
     a = record_failure("oracle", CASE, FAILURE, tmp_path)
     b = record_failure("oracle", CASE, PropertyFailure("another message", {"x": 1.0}), tmp_path)
