@@ -79,7 +79,7 @@ def test_nightly_find_32_wide_bf16_tiles(name):
 # and tile_cap 32 (BK=BV=32) an out-of-range shared-memory access in a dot (the tile loops were then
 # pipelined; K=V=32 in one 32-wide tile was right in session 14). Cause of the first (session 14): a
 # Triton miscompile of a bf16 dot of A^T after a wider one (tests/test_triton_narrow_repro.py).
-# cuda pads narrow K/V to 64-wide tiles (min_tile).
+# cuda pads a narrow K or V next to a wider one to 64-wide tiles (min_tile); both narrow share one tile.
 NARROW_FINDS = {
     "BK64_BV32": dict(B=2, T=1000, H=2, HV=6, K=64, V=32, BT=64, dtype="bfloat16", use_g=True),
     "BK32_BV32": dict(B=2, T=1000, H=2, HV=6, K=64, V=32, BT=64, dtype="bfloat16", use_g=True,

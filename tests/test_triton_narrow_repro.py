@@ -2,7 +2,9 @@
 dot ran before it (here: A^T dw 64 wide, then A^T du 32 or 16 wide; the second is off, the first exact).
 
 This is the "narrow tiles" failure of issue 13 (docs/nightly-h200.md, sessions 4 and 14), the reason the
-cuda backend pads a K or V below 64 to 64-wide tiles (``backends.LOWP_MIN_TILE``, ``Backend.lowp_dot``).
+cuda backend never mixes tile widths under bf16 dots: a K or V below 64 next to a wider one is padded to 64-wide
+tiles (``backends.LOWP_MIN_TILE``, ``Backend.lowp_dot``), and K and V both below 64 share one tile
+(``Backend.narrow_tiles``).
 How it was found (session 14, one H200, torch 2.11.0+cu130, triton 3.6.0; scripts and output in
 docs/nightly-h200-runs/session14/):
 
@@ -30,9 +32,9 @@ bounds; in the backward each dot alone in bf16 is right, and all of them with fp
 the standalone copy with fp32 operands; the CPU test below checks the kernel's math in the interpreter). Versions: triton
 3.6.0 on sm_90 only (the device machine has no other triton). ``test_narrower_second_dot_is_exact`` is
 an expected failure where it fails; an XPASS on another triton says the bug is gone there.
-The shipped kernels avoid it by never mixing tile widths under bf16 dots on cuda: a K or V below 64
-runs in 64-wide masked tiles, both in the backward (``min_tile``); tiles of one narrow width were right
-but not faster in session 14's timings (docs/nightly-h200.md), so the padding stays.
+The shipped kernels avoid it by never mixing tile widths under bf16 dots on cuda: a K or V below 64 next
+to a wider one runs in 64-wide masked tiles (``min_tile``); K and V both below 64 share one narrow tile, right
+in session 14 and 11-24% faster backward than padded in session 15 (docs/nightly-h200.md).
 """
 
 from __future__ import annotations

@@ -51,9 +51,9 @@ ASCEND_UB_BYTES = 192 * 1024  # unified buffer per core on 910B (A2)
 CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
 # The interpreter has no cores; 4 programs make every persistent loop run several tasks.
 CPU_INTERPRETER_CORES = 4
-# Narrowest tile whose dots take bf16 operands on cuda by default (narrower K or V are
-# padded to it there: Backend.min_tile), and the switch that narrows or widens where
-# they are used (Backend.lowp_dot says what each mode does and why).
+# Narrowest tile whose dots take bf16 operands on cuda by default (a narrower K or V is
+# padded to it there, Backend.min_tile, unless both are narrower: Backend.narrow_tiles), and the
+# switch that narrows or widens where they are used (Backend.lowp_dot says what each mode does and why).
 LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
 # A grouped backward runs grouped (Backend.groups_dk) from this many programs (chunks x B x H) per
