@@ -33,8 +33,8 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
 
 Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
 assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
-it); the numeric difference of
-``exp2(a)/exp2(b)`` and ``exp2(a - b)``; the cost of a runtime branch between load paths;
+it); the numeric difference of ``exp2(a)/exp2(b)`` and ``exp2(a - b)`` and the cost of a runtime
+branch between load paths (the kernels' source avoids both: tests/test_kernel_source_rules.py);
 hangs and AI-core exceptions of the hardware itself.
 """
 
