@@ -25,7 +25,10 @@ Factors. flash-linear-attention's kernels, the peer, reach ~79% of HBM bandwidth
 covers the small shapes. ``C_FWD = 4`` and ``C_BWD = 8`` allow about 3x the peer's own distance
 from the bound, so ordinary tuning differences pass and a cliff (a register spill, an fp32 path
 where bf16 tensor cores were due, a serialized launch: 10-200x, as K=V=256 showed) fails.
-``PEER_RATIO = 1.5`` is issue 13's no-cliff criterion against fla-core itself.
+``PEER_RATIO = 1.5`` is issue 13's no-cliff criterion against fla-core itself. The bound counts bytes
+and one launch, no per-task latency: on small grouped backwards, whose programs run a chain of dependent
+loads and dots each, fla-core itself takes 9.2x it (session 15, B1 T1024 H16 HV64 K=V=16 varlen,
+``regressions/perf-ec54d047b990.json``, ours 8.9-10.5x): such a find is left open, not the factor raised.
 
 A case fails when each of ``ATTEMPTS`` measurements in a row is past a limit (``confirmed``): timing is
 noisy, a cliff is not. A failure is a ``PropertyFailure`` whose metrics hold every time, bound and ratio, so the
