@@ -294,3 +294,29 @@ def test_lost_children_leave_no_open_descriptors(tmp_path: Path, fork_server: bo
         after = open_fds()
         assert runner.starts == 4 and after <= before  # nothing the three lost children had is still open
         assert len(before - after) >= 2  # and the last child's two pipe ends are closed too
+
+
+def test_a_child_reads_no_stdin_and_prints_to_the_log() -> None:
+    """A case child's stdin is /dev/null (a read gets end of file at once: nothing in a case can wait on
+    the terminal or on the fuzz worker's pipe, a hang) and its stdout is its stderr, the log (no print
+    reaches a pipe): ``_child_setup``, run in a child whose stdin is a pipe kept open."""
+    code = ("from wy_ascend.testing.runner import _child_setup\n_child_setup()\nimport os\n"
+            "os.write(2, b'stdin at end of file' if os.read(0, 1) == b'' else b'stdin read')\nprint(' printed')\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        assert child.wait(timeout=30) == 0  # with stdin left on the open pipe the read would block here
+    finally:
+        child.kill()
+        assert child.stdin is not None
+        child.stdin.close()
+    out, err = child.stdout.read(), child.stderr.read()  # type: ignore[union-attr]
+    assert out == b"" and err.decode().strip() == "stdin at end of file printed"
+
+
+def test_the_fork_servers_start_timeout_ends_with_its_start(tmp_path: Path) -> None:
+    """The fork server's socket waits START_TIMEOUT_S for the start only; afterwards a request (a case's
+    wait, up to its own limit, which may be longer) waits as long as it takes."""
+    with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=True, backend="cpu") as runner:
+        runner.run("plan_coverage", PLAN_CASE)
+        assert runner._zygote is not None and runner._zygote.sock.gettimeout() is None
