@@ -179,3 +179,31 @@ def test_nightly_summary_counts_crashes_and_timeouts(tmp_path: Path, capsys: pyt
     assert "- **CRASH** `oracle` `regressions/crash-0123456789ab.json`: case crashed the runner" in out
     assert "- **TIMEOUT** `oracle` (no regression file): case ran past" in out
     assert "- `oracle` `regressions/oracle-0123456789ab.json`: dk differs" in out
+
+
+def test_replay_keeps_a_named_log_and_its_own_log_only_when_a_case_was_lost(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--log`` names a log the caller keeps: it stays after a clean replay. Without it the replay writes its
+    own log in the temp directory and removes it when every file passed or failed, and keeps it where a case
+    crashed, timed out or errored (its stack dumps say why)."""
+    import tempfile
+
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    named = tmp_path / "mine.log"
+    assert main(["replay", str(passing), "--backend", "cpu", "--log", str(named)]) == 0
+    assert named.exists()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temp))
+    assert main(["replay", str(passing), "--backend", "cpu"]) == 0
+    assert list(temp.iterdir()) == []  # its own log, written by the case child, is gone
+    own = temp / f"wy-ascend-replay-{os.getpid()}.log"
+    own.write_text("the child's stack dump\n")  # as the runner leaves it before a crash
+
+    def crashed(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        raise CaseCrashed("case crashed the runner: killed by SIGSEGV", {"signal": "SIGSEGV", "exitcode": -11})
+
+    monkeypatch.setattr(store, "replay", crashed)
+    assert main(["replay", str(passing)]) == 1
+    assert own.read_text() == "the child's stack dump\n"
+    capsys.readouterr()
