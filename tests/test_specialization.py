@@ -124,3 +124,30 @@ def test_the_cuda_backward_groups_heads_only_where_the_grouped_grid_fills_the_de
     small = Case(B=1, T=1024, H=1, HV=4, K=16, V=16, BT=64, dtype="bfloat16", backend="cuda")  # 16 programs
     large = small.replace(T=64 * group_dk_min_programs(1, 4))
     assert not small.specializations()["bwd"].GROUP_DK and large.specializations()["bwd"].GROUP_DK
+
+
+def test_ops_groups_a_cuda_backward_by_its_whole_grouped_grid(monkeypatch) -> None:
+    """ops.py's grouped-dk choice on cuda, made without a device (backend lookup and kernel stubbed): a
+    backward runs grouped exactly where its grouped grid, chunks x B x H programs over every batch and key
+    head, reaches group_dk_min_programs, and it agrees with the case's own model (Case.specializations)."""
+    from types import SimpleNamespace
+
+    from wy_ascend.backends import BACKENDS, LaunchConfig, group_dk_min_programs
+    from wy_ascend.testing.case import Case
+    from wy_ascend.validation import Problem
+
+    monkeypatch.setattr(ops, "resolve_backend", lambda name, device: BACKENDS["cuda"])
+    monkeypatch.setattr(ops, "kernel_for", lambda backend, name, warps=None: SimpleNamespace(arg_names=[]))
+    monkeypatch.setattr(ops, "dk_sum_kernel", lambda backend: None)
+    config = LaunchConfig(num_cores=132)
+    for B, H, HV in ((1, 1, 4), (2, 2, 8), (4, 8, 32), (3, 2, 4)):
+        least = group_dk_min_programs(H, HV)
+        reach = -(-least // (B * H))  # the fewest chunks whose grouped grid reaches the rule
+        for NT in (reach - 1, reach):
+            programs = NT * B * H
+            problem = Problem(B=B, T=NT * 64, H=H, HV=HV, K=64, V=64, BT=64, NT=NT, varlen=False, use_g=True,
+                              dtype=torch.bfloat16, device=torch.device("cpu"))
+            call = ops._Call("bwd", problem, "cuda", config, None, torch.bfloat16, torch.bfloat16)
+            assert call.group_dk == (programs >= least), (B, H, HV, programs)
+            case = Case(B=B, T=NT * 64, H=H, HV=HV, K=64, V=64, BT=64, dtype="bfloat16", use_g=True, backend="cuda")
+            assert case.specializations()["bwd"].GROUP_DK == call.group_dk
