@@ -302,6 +302,9 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
     # Tiles come from the planner the ops call; num_cores given so no device is queried.
     device_spec = b.spec(torch.device("cpu"), config)
     dims = representative_dims(device_spec.tile_cap)
+    # (K, V) pairs (module doc): the same for every structural combination below
+    pairs = [(k, dims[(i + 1) % len(dims)]) for i, k in enumerate(dims)] + [SQUARE]
+    pairs += narrow_squares(pairs, dims, device_spec)
     # head-major beta/g with several value heads, dk summed in the kernel or fp32 per value head for
     # grouped heads: the rules of ops.py
     head_majors = sorted({b.gate_head_major and hv > 1 for _, hv in HEADS})
@@ -312,8 +315,6 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
         kernels_module.KERNELS, BTS, (False, True), (False, True), head_majors, FLOAT_DTYPES, (True, False)
     ):
         heads = [(h, hv) for h, hv in HEADS if (b.gate_head_major and hv > 1) == head_major]
-        pairs = [(k, dims[(i + 1) % len(dims)]) for i, k in enumerate(dims)] + [SQUARE]
-        pairs += narrow_squares(pairs, dims, device_spec)
         for i, (k, v) in enumerate(pairs):
             h, hv = heads[i % len(heads)]
             try:
