@@ -123,6 +123,8 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
     ran.clear()
     metrics = perf.measure(case, inputs, timer=once, device_timer=once)
     assert metrics["fwd"]["time_ms"] == metrics["bwd"]["time_ms"] == metrics["bwd"]["device_ms"] == 0.5
+    for row in metrics.values():  # one launch, then the compulsory bytes at the copy's bandwidth
+        assert row["bound_ms"] == pytest.approx(1e-3 + row["bytes"] / 1e6)
     assert len(ran) == 2 * (perf.ROUNDS + 1)  # each op: ROUNDS do_bench medians, then its device time
     fwd, bwd = ran[0], ran[perf.ROUNDS + 1]
     assert poisoned and not any(poisoned)

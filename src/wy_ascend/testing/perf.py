@@ -2,7 +2,7 @@
 
 For each op (forward, backward) of a case on a device backend:
 
-    bound = max(bytes / copy_bandwidth, launch_floor)
+    bound = launch_floor + bytes / copy_bandwidth
     device time <= C[op] * bound     and, when fla-core is importable,   time <= PEER_RATIO * peer time
 
 * ``bytes``: compulsory traffic, every input the op takes read once and every output written
@@ -10,8 +10,10 @@ For each op (forward, backward) of a case on a device backend:
 * ``copy_bandwidth``: a device-to-device copy of ``COPY_BYTES`` (bytes read + written over its
   time), measured once per process: what the memory system gives a pure streaming kernel here.
 * ``launch_floor``: the time of a one-program Triton launch that stores one word, measured once
-  per process: a small problem cannot take less than one launch (each op here is one launch on
-  cuda).
+  per process: what a launch costs before its first byte moves and after its last (each op here is
+  one launch on cuda), so it adds to the streaming time rather than standing beside it (``max``,
+  the bound before session 16). Calibrated on the ideal streaming kernel, a device copy, at sizes from
+  64 KiB to 1 GiB (docs/nightly-h200.md, session 16): CALIBRATION.
 * ``time``: the least of ROUNDS ``triton.testing.do_bench`` medians of one op call (device-
   synchronized, after warm-up; ``least_medians``: ours and fla-core's taking turns). Where a call's
   host work (validation, allocation, launch: ~0.1 ms for either library in Python) outlasts its
@@ -172,7 +174,7 @@ def measure(case: Case, inputs: Inputs, timer: Timer | None = None,
         nbytes = compulsory_bytes(inputs, dict(zip(names, result)), op)
         timed = least_medians([ours] + ([functools.partial(theirs, *peer)] if peer is not None else []), timer)
         row = {"time_ms": timed[0], "device_ms": device_timer(ours), "bytes": float(nbytes),
-               "bound_ms": max(nbytes / bandwidth, floor)}
+               "bound_ms": floor + nbytes / bandwidth}
         if peer is not None:
             row["peer_ms"] = timed[1]
         out[op] = row
