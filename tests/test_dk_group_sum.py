@@ -67,3 +67,20 @@ def test_a_sum_in_another_order_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops._Call, "sum_value_heads", reversed_sum)
     with pytest.raises(PropertyFailure, match="grouped dk differs from the summed expanded dk"):
         check_grouped_heads(G8.replace(knobs={"group_dk": False, "dk_sum_kernel": True}))
+
+
+def test_two_compiles_may_round_apart_but_not_swap_heads() -> None:
+    """The other grouped-dk way on a compiled backend (``_within_compiles``): one bf16 unit in one element of
+    65,536 (what the H200 showed in dg) passes; the same outputs with two value heads swapped fail."""
+    from wy_ascend.testing.properties import _within_compiles
+
+    g = torch.Generator().manual_seed(0)
+    dg = torch.randn(1, 1024, 64, generator=g).to(torch.bfloat16)
+    nudged = dg.clone()
+    nudged.view(torch.int16)[0, 646, 23] += 1  # one bf16 unit further from zero
+    assert (dg != nudged).sum() == 1
+    assert _within_compiles("x", {"dg": dg}, {"dg": nudged}, ("dg",), 64)["dg"]["rel_rms"] > 0
+    swapped = dg.clone()
+    swapped[:, :, [3, 4]] = dg[:, :, [4, 3]]
+    with pytest.raises(PropertyFailure, match="dg: rel_rms"):
+        _within_compiles("x", {"dg": dg}, {"dg": swapped}, ("dg",), 64)
