@@ -13,7 +13,10 @@ For each op (forward, backward) of a case on a device backend:
   per process: what a launch costs before its first byte moves and after its last (each op here is
   one launch on cuda), so it adds to the streaming time rather than standing beside it (``max``,
   the bound before session 16). Calibrated on the ideal streaming kernel, a device copy, at sizes from
-  64 KiB to 1 GiB (docs/nightly-h200.md, session 16): CALIBRATION.
+  64 KiB to 1 GiB (docs/nightly-h200.md, session 16): each took 0.98-1.24x ``floor + bytes / bandwidth``
+  and 1.01-2.26x ``max(floor, bytes / bandwidth)``, 2.26x at 16 MiB, the size of the small backwards
+  the perf finds were. The max held mid-size problems to a bound the ideal kernel misses by 2.3x, so
+  one factor meant a different distance from the ideal at each size; the sum keeps it within 1.24x.
 * ``time``: the least of ROUNDS ``triton.testing.do_bench`` medians of one op call (device-
   synchronized, after warm-up; ``least_medians``: ours and fla-core's taking turns). Where a call's
   host work (validation, allocation, launch: ~0.1 ms for either library in Python) outlasts its
@@ -28,9 +31,10 @@ covers the small shapes. ``C_FWD = 4`` and ``C_BWD = 8`` allow about 3x the peer
 from the bound, so ordinary tuning differences pass and a cliff (a register spill, an fp32 path
 where bf16 tensor cores were due, a serialized launch: 10-200x, as K=V=256 showed) fails.
 ``PEER_RATIO = 1.5`` is issue 13's no-cliff criterion against fla-core itself. The bound counts bytes
-and one launch, no per-task latency: on small grouped backwards, whose programs run a chain of dependent
-loads and dots each, fla-core itself takes 9.2x it (session 15, B1 T1024 H16 HV64 K=V=16 varlen,
-``regressions/perf-ec54d047b990.json``, ours 8.9-10.5x): such a find is left open, not the factor raised.
+and one launch, no per-task latency: small grouped backwards, whose programs run a chain of dependent
+loads and dots each (two programs an SM at 235-255 registers a thread), sit furthest from it. The last
+find of the max bound (B1 T1024 H16 HV64 K=V=16 varlen, ``regressions/perf-ec54d047b990.json``: 10.5x it,
+fla-core 9.2x) replays at 5.8x this one; the factors were not changed with the bound.
 
 A case fails when each of ``ATTEMPTS`` measurements in a row is past a limit (``confirmed``): timing is
 noisy, a cliff is not. A failure is a ``PropertyFailure`` whose metrics hold every time, bound and ratio, so the
