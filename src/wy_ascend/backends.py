@@ -203,9 +203,10 @@ class Backend:
         times the group size G = HV / H: a smaller grid leaves SMs idle while each program runs its
         value heads one after another (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads,
         took 8.3x the perf property's bound; 4.9x per value head). On cuda both ways give the same
-        outputs bit for bit: the per-head dk sum (``Backend.dk_sum_kernel``) adds the value heads in
+        dk bit for bit: the per-head dk sum (``Backend.dk_sum_kernel``) adds the value heads in
         the running sum's order (session 12: G = 8, 3 and 6, bf16 and fp32; before it, torch's sum
-        of eight fp32 dk took another order).
+        of eight fp32 dk took another order). Their other outputs come from two compiles, which may
+        round apart (session 16: one dg element of 65,536 one bf16 unit apart, H16 HV64 K=V=16).
         ``config.group_dk`` decides where given. The NPU keeps the per-head tasks, which
         its core grid balances (not run on an NPU)."""
         return HV > H and _given(config.group_dk, self.group_dk and programs >= group_dk_min_programs(H, HV))
