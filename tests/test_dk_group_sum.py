@@ -84,3 +84,44 @@ def test_two_compiles_may_round_apart_but_not_swap_heads() -> None:
     swapped[:, :, [3, 4]] = dg[:, :, [4, 3]]
     with pytest.raises(PropertyFailure, match="dg: rel_rms"):
         _within_compiles("x", {"dg": dg}, {"dg": swapped}, ("dg",), 64)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypatch: pytest.MonkeyPatch,
+                                                                        compiled: bool) -> None:
+    """The property's wiring of ``_within_compiles``: the expanded run's dg one bf16 unit off in one element
+    fails it on the interpreter (bit for bit) and passes on a compiled backend (the cpu backend marked
+    compiled here); two value heads of its dv swapped fail it on both."""
+    import dataclasses
+
+    from wy_ascend.testing import properties
+
+    if compiled:
+        monkeypatch.setattr(properties, "BACKENDS",
+                            {**BACKENDS, "cpu": dataclasses.replace(BACKENDS["cpu"], interpret=False)})
+    run_ops = properties.run_ops
+    case = Case(B=1, T=40, H=1, HV=2, K=16, V=16, BT=16, dtype="bfloat16", use_g=True, backend="cpu")
+
+    def expanded_changed(change):
+        def run(c: Case, inputs, **knobs):
+            out = run_ops(c, inputs, **knobs)
+            if c.H == c.HV:  # the expanded problem's run
+                change(out)
+            return out
+        return run
+
+    def nudge(out):
+        out["dg"].view(torch.int16)[0, 7, 1] += 1
+
+    def swap(out):
+        out["dv"][:, :, [0, 1]] = out["dv"][:, :, [1, 0]].clone()
+
+    monkeypatch.setattr(properties, "run_ops", expanded_changed(nudge))
+    if compiled:
+        assert check_grouped_heads(case)["dg"]["rel_rms"] > 0
+    else:
+        with pytest.raises(PropertyFailure, match="dg: 1 elements differ"):
+            check_grouped_heads(case)
+    monkeypatch.setattr(properties, "run_ops", expanded_changed(swap))
+    with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys: dv"):
+        check_grouped_heads(case)

@@ -693,16 +693,22 @@ def check_grouped_heads(case: Case) -> Metrics:
     the expanded problem's per-head dk summed in fp32 in the backward's own order (``_dk_ways``):
     bitwise in float32, and within the rounding of G low-precision terms (2u sqrt(G)) otherwise,
     since the expanded run rounds each head's dk to the dtype before the sum. Where the other
-    grouped-dk way also adds in head order, it must give the same dk bit for bit, and the same dv,
-    dbeta, dg: bit for bit on the interpreter, within the rounding of two compiles on a compiled
-    backend (``_within_compiles``).
+    grouped-dk way also adds in head order, it must give the same backward bit for bit. On a
+    compiled backend the backward's dv, dbeta, dg (and dk's comparison with the expanded run) are
+    held to the rounding of two compiles instead (``_within_compiles``): grouped and per value head,
+    or H and HV key heads, are different kernels, and the H200 showed them round apart; the other
+    way's dk, the in-order sum's claim, stays bit for bit there too.
     """
     G = case.HV // case.H
+    compiled = not BACKENDS[backend_name(case)].interpret
+    rounded = ("dv", "dbeta", "dg") if compiled else ()
     inputs = build_inputs(case)
     grouped = run_ops(case, inputs)
     expanded_case = case.replace(H=case.HV)
     expanded = run_ops(expanded_case, inputs._replace(k=inputs.k.repeat_interleave(G, dim=2)))
-    metrics = _bitwise("grouped heads differ from repeated keys", grouped, expanded, ("w", "u", "dv", "dbeta", "dg"))
+    label = "grouped heads differ from repeated keys"
+    metrics = _bitwise(label, grouped, expanded, tuple(n for n in ("w", "u", "dv", "dbeta", "dg") if n not in rounded))
+    metrics.update(_within_compiles(label, grouped, expanded, rounded, case.BT))
     dk = grouped["dk"]
     assert dk is not None
     in_order, other = _dk_ways(case)
@@ -715,36 +721,41 @@ def check_grouped_heads(case: Case) -> Metrics:
         else:
             dk_sum = heads.sum(3)
         err = rel_rms(dk.float(), dk_sum)
-    tol = 0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)
+    tol = (0.0 if case.dtype == "float32" else 2 * UNIT_ROUNDOFF[case.dtype] * math.sqrt(G)) + (
+        _compile_rounding(case.BT) if compiled else 0.0)
     metrics["dk"] = {"rel_rms": err, "tol": tol}
     if not err <= tol:
         raise PropertyFailure(f"grouped dk differs from the summed expanded dk: rel_rms {err:.3e} > {tol:.3e}", metrics)
     if other is not None:
         label, twin = f"the other grouped-dk way ({other}) changes the backward", run_ops(case, inputs, **other)
-        compiled = not BACKENDS[backend_name(case)].interpret
-        both = _bitwise(label, grouped, twin, ("dk",) if compiled else BWD_NAMES)
-        if compiled:
-            both.update(_within_compiles(label, grouped, twin, ("dv", "dbeta", "dg"), case.BT))
+        both = _bitwise(label, grouped, twin, tuple(n for n in BWD_NAMES if n not in rounded))
+        both.update(_within_compiles(label, grouped, twin, rounded, case.BT))
         metrics.update({f"{name}.other_dk_way": row for name, row in both.items()})
     return metrics
 
 
+def _compile_rounding(BT: int) -> float:
+    """rel_rms two compiles of one task body may differ by in fp32: each may contract and order its
+    arithmetic its own way (the compiler's choice), BT-term sums reordered with each term rounded once
+    more or less, 2 sqrt(BT) units of float32 for the two sides."""
+    return 2 * math.sqrt(BT) * UNIT_ROUNDOFF["float32"]
+
+
 def _within_compiles(label: str, a: dict[str, torch.Tensor | None], b: dict[str, torch.Tensor | None],
                      names: tuple[str, ...], BT: int) -> Metrics:
-    """Outputs of one task body from two compiled kernels (grouped and per value head on cuda): equal
-    within rel_rms ``2 sqrt(BT) u32`` (each compile may contract and order its fp32 arithmetic its own
-    way: BT-term sums reordered, each term rounded once more or less) plus one unit of the output's
-    dtype below float32 (where the fp32 values straddle a rounding boundary). Measured on the H200
-    (session 16, docs/nightly-h200.md): one dg element of 65,536 one bf16 unit apart (B1 T1024 H16 HV64
-    K=V=16). A wrong head or chunk is off by O(1). The interpreter's two ways give the same bits."""
+    """Outputs of one task body from two compiled kernels: equal within ``_compile_rounding`` plus one
+    unit of the output's dtype below float32 (where the fp32 values straddle a rounding boundary).
+    Measured on the H200 (session 16, docs/nightly-h200.md): the grouped and per-value-head backwards
+    of B1 T1024 H16 HV64 K=V=16 bf16 had one dg element of 65,536 one bf16 unit apart, every other
+    output bit-equal. A wrong head or chunk is off by O(1)."""
     metrics: Metrics = {}
     failures = []
     for name in names:
         x, y = a[name], b[name]
         if x is None or y is None:
             continue
-        tol = 2 * math.sqrt(BT) * UNIT_ROUNDOFF["float32"] + (0.0 if x.dtype == torch.float32 else UNIT_ROUNDOFF[
-            str(x.dtype).removeprefix("torch.")])
+        low = 0.0 if x.dtype == torch.float32 else UNIT_ROUNDOFF[str(x.dtype).removeprefix("torch.")]
+        tol = _compile_rounding(BT) + low
         err = rel_rms(x, y)
         metrics[name] = {"rel_rms": err, "tol": tol}
         if not err <= tol:
