@@ -204,6 +204,12 @@ def test_containment(case: Case) -> None:
     check("containment", case)
 
 
+@PROFILE.settings_for("linearity")
+@given(case=_cases(partition_knobs=True))
+def test_linearity(case: Case) -> None:
+    check("linearity", case)
+
+
 @PROFILE.settings_for("plan_coverage")
 @given(case=plan_cases(SIZES, BACKEND))
 def test_plan_coverage(case: Case) -> None:

@@ -1,0 +1,55 @@
+"""The linearity property (properties.check_linearity): with v and dw doubled, u, dk, dbeta, dg double and w, dv
+stay, bit for bit but where a float32 intermediate underflows; and a leak far below the oracle's bound fails it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from wy_ascend.testing import properties
+from wy_ascend.testing.case import DISTRIBUTIONS, Case
+from wy_ascend.testing.properties import LINEAR_SCALES, PropertyFailure, check_linearity, check_oracle
+
+pytestmark = pytest.mark.cpu_backend
+
+GROUPED_VARLEN = Case(cu_seqlens=(0, 9, 40, 70), H=2, HV=4, K=24, V=20, BT=16, use_g=True, backend="cpu")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_every_output_scales_exactly(dist: str, dtype: str) -> None:
+    metrics = check_linearity(GROUPED_VARLEN.replace(dist=dist, dtype=dtype))
+    assert {name: row["scale"] for name, row in metrics.items()} == {n: 2**s for n, s in LINEAR_SCALES.items()}
+    if dist != "long_gates" and dtype != "float16":  # nothing below a normal range: every element exact
+        assert all(row["inexact_elements"] == 0 for row in metrics.values()), metrics
+
+
+def test_a_leak_far_below_the_oracles_bound_fails_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """w taking 2^-22 of u (a v-dependent term in a v-free output): within the oracle's bound, not linear."""
+    run_ops = properties.run_ops
+
+    def leaky(case: Case, inputs, **knobs):
+        out = run_ops(case, inputs, **knobs)
+        w, u = out["w"], out["u"]
+        assert w is not None and u is not None
+        n = min(w.shape[-1], u.shape[-1])
+        out["w"] = w.clone()
+        out["w"][..., :n] += u[..., :n] * 2.0**-22
+        return out
+
+    monkeypatch.setattr(properties, "run_ops", leaky)
+    case = GROUPED_VARLEN.replace(dtype="float32")
+    check_oracle(case)
+    with pytest.raises(PropertyFailure, match=r"with v and dw doubled: w: \d+ elements are not 1x"):
+        check_linearity(case)
+
+
+def test_units_apart_counts_units_of_the_dtype() -> None:
+    x = torch.tensor([1.0, 1.0, 3.0, float("nan"), float("inf")], dtype=torch.bfloat16)
+    y = x.clone()
+    y.view(torch.int16)[1] += 1  # one bf16 unit above 1.0
+    y[2] = 2.0
+    apart = properties._units_apart(x, y)
+    assert apart[0] == 0 and apart[3] == 0 and apart[4] == 0
+    assert apart[1] == pytest.approx(1.0, rel=1e-6)  # 2^-7 at 1: one unit
+    assert apart[2] == pytest.approx(64.0, rel=1e-6)  # 1 apart at magnitude 3: 1 / 2^-6
