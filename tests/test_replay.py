@@ -147,6 +147,17 @@ def test_bound_change_explained_by_the_term_that_sets_it(tmp_path: Path) -> None
                         "LOW_PRECISION_FACTOR x max(round_err, u/2) (properties.error_bounds) (recorded")
 
 
+def test_a_perf_files_bound_change_is_named_past_the_measurement_drift(tmp_path: Path) -> None:
+    """regressions/perf-ec54d047b990.json's backward bound (the larger of floor and bytes / bandwidth when
+    recorded) against a replay's: named; its forward's within the drift: not."""
+    stored = load(Path(__file__).resolve().parents[1] / "regressions" / "perf-ec54d047b990.json")
+    rec = stored.failure["metrics"]
+    now = {"fwd": {**rec["fwd"], "bound_ms": rec["fwd"]["bound_ms"] * 1.05},
+           "bwd": {**rec["bwd"], "bound_ms": 0.00798}}
+    (line,) = bound_changes(stored, now)
+    assert line.startswith("bwd: recorded bound 0.0044 ms, now 0.0080 ms: the bound is the launch floor plus")
+
+
 def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _bf16_case_file(tmp_path, {"w": {"rel_rms": 0.5, "tol": 1e-9}})  # a bound no run today has
     assert main(["replay", str(path), "--backend", "cpu"]) == 0

@@ -324,7 +324,8 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
     """One line per output whose bound (``tol`` in the metrics) differs between the file's
     recorded failure and ``metrics`` of a replay today, saying why: for the oracle property,
     which term of ``properties.error_bounds`` sets the bound now; else the versions it changed
-    between. Empty when no bound changed (or the file recorded none)."""
+    between; for a perf file, each op's time bound that moved past PERF_BOUND_DRIFT. Empty when no
+    bound changed (or the file recorded none)."""
     from .properties import FP32_RTOL
 
     recorded, now = _bounds(stored.failure.get("metrics")), _bounds(metrics)
@@ -353,6 +354,28 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
                    f"(properties.error_bounds){' and no longer the rounding sensitivity' if was_sensitivity else ''}"
                    f"{since}")
         lines.append(f"{label}: recorded tol {rec['tol']:.3e}, now {cur['tol']:.3e}: {why}")
+    if stored.property == "perf":
+        lines += _perf_bound_changes(stored.failure.get("metrics"), metrics)
+    return lines
+
+
+# A perf bound is measured on each run (copy bandwidth, launch floor): it moves a few percent between
+# runs of one device. Past this relative change the device or the bound's formula changed.
+PERF_BOUND_DRIFT = 0.1
+
+
+def _perf_bound_changes(recorded: Any, now: Metrics) -> list[str]:
+    """Per op, a perf file's recorded ``bound_ms`` against a replay's where they differ by more than
+    PERF_BOUND_DRIFT, with the formula the bound has now (testing/perf.py)."""
+    lines = []
+    for op, row in (recorded or {}).items():
+        rec, cur = row.get("bound_ms") if isinstance(row, Mapping) else None, now.get(op, {}).get("bound_ms")
+        if not isinstance(rec, (int, float)) or not isinstance(cur, (int, float)):
+            continue
+        if abs(cur - rec) > PERF_BOUND_DRIFT * rec:
+            lines.append(f"{op}: recorded bound {rec:.4f} ms, now {cur:.4f} ms: the bound is the launch floor plus "
+                         "the compulsory bytes at the copy bandwidth, both measured on this device by this run "
+                         "(testing/perf.py; before session 16 the larger of the two)")
     return lines
 
 
