@@ -1,5 +1,6 @@
 """The linearity property (properties.check_linearity): with v and dw doubled, u, dk, dbeta, dg double and w, dv
-stay, bit for bit but where a float32 intermediate underflows; and a leak far below the oracle's bound fails it."""
+stay, bit for bit but where a float32 intermediate or a float16 output leaves the normal range; and a leak far
+below the oracle's bound fails it."""
 
 from __future__ import annotations
 
