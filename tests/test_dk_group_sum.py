@@ -70,26 +70,27 @@ def test_a_sum_in_another_order_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_two_compiles_may_round_apart_but_not_swap_heads() -> None:
-    """The other grouped-dk way on a compiled backend (``_within_compiles``): one bf16 unit in one element of
+    """The other grouped-dk way on a compiled backend (``_compile_tolerances``): one bf16 unit in one element of
     65,536 (what the H200 showed in dg) passes; the same outputs with two value heads swapped fail."""
-    from wy_ascend.testing.properties import _within_compiles
+    from wy_ascend.testing.properties import _bitwise, _compile_tolerances
 
     g = torch.Generator().manual_seed(0)
     dg = torch.randn(1, 1024, 64, generator=g).to(torch.bfloat16)
     nudged = dg.clone()
     nudged.view(torch.int16)[0, 646, 23] += 1  # one bf16 unit further from zero
     assert (dg != nudged).sum() == 1
-    assert _within_compiles("x", {"dg": dg}, {"dg": nudged}, ("dg",), 64)["dg"]["rel_rms"] > 0
+    within = _compile_tolerances({"dg": dg}, ("dg",), 64)
+    assert _bitwise("x", {"dg": dg}, {"dg": nudged}, ("dg",), within)["dg"]["rel_rms"] > 0
     swapped = dg.clone()
     swapped[:, :, [3, 4]] = dg[:, :, [4, 3]]
     with pytest.raises(PropertyFailure, match="dg: rel_rms"):
-        _within_compiles("x", {"dg": dg}, {"dg": swapped}, ("dg",), 64)
+        _bitwise("x", {"dg": dg}, {"dg": swapped}, ("dg",), within)
 
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypatch: pytest.MonkeyPatch,
                                                                         compiled: bool) -> None:
-    """The property's wiring of ``_within_compiles``: the expanded run's dg one bf16 unit off in one element
+    """The property's wiring of ``_compile_tolerances``: the expanded run's dg one bf16 unit off in one element
     fails it on the interpreter (bit for bit) and passes on a compiled backend (the cpu backend marked
     compiled here); two value heads of its dv swapped fail it on both."""
     import dataclasses
