@@ -156,30 +156,40 @@ def peer_ops() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     return wy_fast.recompute_w_u_fwd, wy_fast.prepare_wy_repr_bwd
 
 
+def op_calls(case: Case, inputs: Inputs) -> dict[str, dict[str, Callable[[], Any]]]:
+    """Per op ("fwd", "bwd"), the call timed of each provider: "ours" on the case's backend and, where
+    fla-core is installed, "fla" on the same tensors. Ours runs the case's launch knobs but not its
+    NaN-poisoned outputs (``Case.config``: a fill pass the op itself does not make)."""
+    k, v, beta, A, g, dw, du, cu = inputs
+    backend, config = case.backend, case.config(poison_outputs=False)
+    calls: dict[str, dict[str, Callable[[], Any]]] = {
+        "fwd": {"ours": lambda: recompute_w_u_fwd(k, v, beta, A, g, cu, backend=backend, config=config)},
+        "bwd": {"ours": lambda: prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend=backend, config=config)},
+    }
+    peer = peer_ops()
+    if peer is not None:
+        fwd, bwd = peer
+        calls["fwd"]["fla"] = lambda: fwd(k, v, beta, A, g, cu)
+        calls["bwd"]["fla"] = lambda: bwd(k, v, beta, A, dw, du, g, cu)
+    return calls
+
+
 def measure(case: Case, inputs: Inputs, timer: Timer | None = None,
             device_timer: Timer = device_time) -> dict[str, dict[str, float]]:
     """Per op: time_ms, device_ms, bytes, bound_ms (and peer_ms where fla-core is installed)."""
-    k, v, beta, A, g, dw, du, cu = inputs
-    # Not the case's test config: its NaN-poisoned outputs cost a fill pass the op itself does not make.
-    backend, config = case.backend, case.config(poison_outputs=False)
-    ops = {
-        "fwd": (lambda: recompute_w_u_fwd(k, v, beta, A, g, cu, backend=backend, config=config),
-                lambda f, b: f(k, v, beta, A, g, cu)),
-        "bwd": (lambda: prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend=backend, config=config),
-                lambda f, b: b(k, v, beta, A, dw, du, g, cu)),
-    }
-    bandwidth, floor = device_limits(str(k.device))
-    peer = peer_ops()
+    bandwidth, floor = device_limits(str(inputs.k.device))
+    calls = op_calls(case, inputs)
     gc.collect()  # a compile's garbage collected now, not in a timed call
     out: dict[str, dict[str, float]] = {}
-    for op, (ours, theirs) in ops.items():
+    for op, by in calls.items():
+        ours = by["ours"]
         result = ours()
         names = ("w", "u") if op == "fwd" else ("dk", "dv", "dbeta", "dg")
         nbytes = compulsory_bytes(inputs, dict(zip(names, result)), op)
-        timed = least_medians([ours] + ([functools.partial(theirs, *peer)] if peer is not None else []), timer)
+        timed = least_medians([ours] + ([by["fla"]] if "fla" in by else []), timer)
         row = {"time_ms": timed[0], "device_ms": device_timer(ours), "bytes": float(nbytes),
                "bound_ms": floor + nbytes / bandwidth}
-        if peer is not None:
+        if "fla" in by:
             row["peer_ms"] = timed[1]
         out[op] = row
     return out

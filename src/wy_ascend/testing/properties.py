@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
@@ -1081,9 +1082,14 @@ def check_bad_input(case: Case) -> Metrics:
 def check_perf(case: Case) -> Metrics:
     """Forward and backward times within the bounds of perf.py (a device backend's property)."""
     from .perf import PerfFailure, confirmed, measure
+    from .warm import warm
 
     if device_of(case).type == "cpu":
         raise PropertyFailure("perf times a device backend's kernels; the cpu backend (the interpreter) has none")
+    with phase("kernel"):  # compiles, in parallel processes (testing/warm.py)
+        warmed = warm(case)
+    if warmed is not None:
+        print(warmed.summary(), file=sys.stderr, flush=True)
     inputs = build_inputs(case)
 
     def measured() -> dict[str, dict[str, float]]:

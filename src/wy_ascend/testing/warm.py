@@ -1,0 +1,211 @@
+"""Compile a perf case's kernels in parallel processes before it is timed: one autotune config a task.
+
+A first call of a shape on a compiling backend autotunes, and each config it tries is a compile run
+one after another: ours up to 3 a kernel (backends.CUDA_CONFIGS), fla-core's 9 forward and 6 backward.
+On the H200 that made a perf case's first calls take 26-39 s, 97% of a perf run's time, so a 24-case
+profile outlasted a 10-minute device session (docs/nightly-h200.md, session 16).
+
+``warm(case)`` hands every (op, provider, config index) of the case to a pool of ``jobs`` spawned
+processes. Each calls that op on the case's own inputs (the same specialization, hence the same
+compile) with Triton's autotuner held to that one config (``only_config``), so the compile lands in
+Triton's persistent cache. The timing process's first call then autotunes over every config as
+before, loading each compile from the cache. Nothing timed changes: the workers' picks are thrown
+away (their autotuners see one config; fla-core's result cache is off in them) and they use the
+GPU only while the timing process waits for them.
+
+``WY_ASCEND_COMPILE_JOBS`` sets the processes (0 or 1: no warm-up). By default cuda and npu-cuda use
+the host's CPUs less one, shared among pytest-xdist workers; npu none (not run on an NPU, where a
+config compiles through bishengir for minutes: set the variable to try it); the interpreter
+compiles nothing. A task still running after ``DEADLINE_S`` ends the warm-up (its processes killed):
+the timing process compiles what is left itself, as without a warm-up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ALL_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends import BACKENDS
+from .case import Case
+
+JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
+# Configs tried per kernel at most: fla-core's forward, 3 warps x 3 stages (ours: 3).
+MAX_CONFIGS = 9
+OPS = ("fwd", "bwd")
+PROVIDERS = ("ours", "fla")
+# Seconds the warm-up of one case may take: a config compiles in 1-4 s on the H200's host, an fp32
+# backward's in up to ~15 s (backends.FP32_DOT_WORK); a task past this is a runaway.
+DEADLINE_S = 120.0
+# What a task did: its config compiled (and ran), there is no such config (index past the kernel's
+# search), or the provider is not installed.
+COMPILED, BEYOND, ABSENT = "compiled", "beyond", "absent"
+
+
+class _Beyond(Exception):
+    """Raised in a worker when the kernel launched has fewer configs than the task's index."""
+
+
+@contextlib.contextmanager
+def only_config(index: int) -> Iterator[None]:
+    """Hold every Triton autotuner in this process to its ``index``-th config (``_Beyond`` where it
+    has fewer): the one compile a warm-up task makes."""
+    from triton.runtime.autotuner import Autotuner
+
+    run, prune = Autotuner.run, Autotuner.prune_configs
+
+    def run_one(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if index >= len(self.configs):
+            raise _Beyond
+        return run(self, *args, **kwargs)
+
+    def prune_one(self: Any, kwargs: Any) -> list[Any]:
+        configs = prune(self, kwargs)
+        if index >= len(configs):
+            raise _Beyond
+        return [configs[index]]
+
+    Autotuner.run, Autotuner.prune_configs = run_one, prune_one  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Autotuner.run, Autotuner.prune_configs = run, prune  # type: ignore[method-assign]
+
+
+def default_jobs(backend: str) -> int:
+    """Warm-up processes for ``backend``: ``WY_ASCEND_COMPILE_JOBS``, else the module doc's default."""
+    raw = os.environ.get(JOBS_ENV, "")
+    if raw:
+        try:
+            jobs = int(raw)
+        except ValueError:
+            jobs = -1
+        if jobs < 0:
+            raise ValueError(f"{JOBS_ENV} must be a whole number of processes >= 0, got {raw!r}")
+        return jobs
+    if BACKENDS[backend].interpret or backend == "npu":
+        return 0
+    share = (os.cpu_count() or 1) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    return max(0, share - 1)
+
+
+# ----------------------------------------------------------------------------- the workers
+
+_INPUTS: tuple[Case, Any] | None = None  # a worker's inputs of the case it is warming
+
+
+def _worker_setup() -> None:
+    """A worker: no fla-core result cache (its one-config picks must not be kept), dies with its
+    parent, binds the parent's device."""
+    from .runner import DEVICE_ENV, _bind_device, _die_with_parent
+
+    os.environ["FLA_CACHE_RESULTS"] = "0"
+    _die_with_parent()
+    _bind_device(os.environ.get(DEVICE_ENV))
+
+
+def compile_one(case: Case, op: str, provider: str, index: int) -> str:
+    """Call ``op`` of ``provider`` on ``case`` with every autotuner held to config ``index`` (a
+    worker's task); COMPILED, BEYOND or ABSENT."""
+    global _INPUTS
+    from .perf import op_calls
+    from .properties import device_of
+
+    device = device_of(case)
+    if _INPUTS is None or _INPUTS[0] != case:
+        _INPUTS = None  # the last case's tensors freed before this one's are made
+        _INPUTS = (case, case.build_inputs(device))
+    call = op_calls(case, _INPUTS[1])[op].get(provider)
+    if call is None:
+        return ABSENT
+    with only_config(index):
+        try:
+            call()
+        except _Beyond:
+            return BEYOND
+    getattr(__import__("torch"), device.type).synchronize()
+    return COMPILED
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+@dataclass
+class Warmed:
+    """What one case's warm-up did: its seconds and tasks by outcome (errors by task)."""
+
+    seconds: float = 0.0
+    jobs: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    late: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.outcomes.items()))
+        extra = (f"; errors: {self.errors}" if self.errors else "") + (f"; past {DEADLINE_S:g} s: {self.late}"
+                                                                     if self.late else "")
+        return f"warm-up: {self.jobs} processes, {self.seconds:.1f} s ({counts}){extra}"
+
+
+class _Pool:
+    """The process's warm-up workers, started at the first warm-up and kept (torch, triton and the
+    device start once a worker), killed at a deadline and at exit."""
+
+    def __init__(self) -> None:
+        self.executor: ProcessPoolExecutor | None = None
+        self.jobs = 0
+
+    def get(self, jobs: int) -> ProcessPoolExecutor:
+        if self.executor is None or self.jobs != jobs:
+            self.close()
+            import multiprocessing
+
+            self.executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_worker_setup)
+            self.jobs = jobs
+        return self.executor
+
+    def close(self, kill: bool = False) -> None:
+        if self.executor is None:
+            return
+        if kill:
+            for proc in list(getattr(self.executor, "_processes", {}).values()):
+                proc.kill()
+        self.executor.shutdown(wait=not kill, cancel_futures=True)
+        self.executor = None
+
+
+_POOL = _Pool()
+atexit.register(_POOL.close, True)
+
+
+def warm(case: Case, jobs: int | None = None, task: Callable[[Case, str, str, int], str] = compile_one,
+         deadline: float = DEADLINE_S) -> Warmed | None:
+    """Compile ``case``'s kernels (ours and fla-core's, forward and backward, every config) in
+    ``jobs`` processes (default ``default_jobs``); None where that is fewer than 2. A task's error
+    is recorded, not raised: the timing process's own call meets it again where it is real."""
+    jobs = default_jobs(case.backend or "cpu") if jobs is None else jobs
+    if jobs < 2:
+        return None
+    start = time.perf_counter()
+    executor = _POOL.get(jobs)
+    names = [(op, provider, i) for i in range(MAX_CONFIGS) for op in OPS for provider in PROVIDERS]
+    futures: dict[Future[str], str] = {executor.submit(task, case, *name): "/".join(map(str, name))
+                                       for name in names}
+    done, late = wait(futures, timeout=deadline, return_when=ALL_COMPLETED)
+    result = Warmed(jobs=jobs, late=sorted(futures[f] for f in late))
+    for f in done:
+        error = f.exception()
+        if error is None:
+            result.outcomes[f.result()] = result.outcomes.get(f.result(), 0) + 1
+        else:
+            result.errors[futures[f]] = f"{type(error).__name__}: {error}"
+    if late or result.errors:  # a runaway, or a worker whose device context an error may have spoilt
+        _POOL.close(kill=True)
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,102 @@
+"""The perf warm-up's parts on the CPU (wy_ascend/testing/warm.py): the one-config hold on Triton's
+autotuner, the jobs rule, and the process pool end to end (spawned workers, a runaway killed at the
+deadline, errors recorded). Its speed-up is a device matter: docs/nightly-h200.md, session 17."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import triton
+from triton.runtime.autotuner import Autotuner
+
+from wy_ascend.testing import warm
+from wy_ascend.testing.case import Case
+
+
+def _tuner(warps: tuple[int, ...]) -> Autotuner:
+    """An autotuner's search state alone (its constructor wants an active device driver)."""
+    tuner = Autotuner.__new__(Autotuner)
+    tuner.configs = [triton.Config({}, num_warps=w) for w in warps]
+    tuner.early_config_prune = tuner.perf_model = None
+    tuner.nargs = {}
+    return tuner
+
+
+def test_only_config_holds_each_autotuner_to_one_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``only_config(i)`` an autotuner searches its i-th config alone and one with fewer
+    configs raises before launching anything; outside, Triton's own methods are back."""
+    ran: list[Autotuner] = []
+    monkeypatch.setattr(Autotuner, "run", lambda self, *a, **k: ran.append(self))
+    run, prune = Autotuner.run, Autotuner.prune_configs
+    three, one = _tuner((1, 2, 4)), _tuner((4,))
+    for i in range(3):
+        with warm.only_config(i):
+            assert [c.num_warps for c in three.prune_configs({})] == [(1, 2, 4)[i]]
+            three.run()
+            if i == 0:
+                one.run()
+            else:
+                with pytest.raises(warm._Beyond):
+                    one.run()
+    with warm.only_config(3):
+        for call in (three.run, lambda: three.prune_configs({})):
+            with pytest.raises(warm._Beyond):
+                call()
+    assert ran == [three, one, three, three]
+    assert (Autotuner.run, Autotuner.prune_configs) == (run, prune)
+    assert [c.num_warps for c in three.prune_configs({})] == [1, 2, 4]
+
+
+def test_jobs_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(warm.JOBS_ENV, raising=False)
+    monkeypatch.setattr(warm.os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    assert (warm.default_jobs("cuda"), warm.default_jobs("npu-cuda")) == (15, 15)
+    assert (warm.default_jobs("npu"), warm.default_jobs("cpu")) == (0, 0)  # not run on an NPU; nothing compiles
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert warm.default_jobs("cuda") == 7  # the CPUs shared among the xdist workers
+    monkeypatch.setenv(warm.JOBS_ENV, "4")
+    assert warm.default_jobs("npu") == 4
+    assert warm.warm(Case(backend="cuda"), jobs=1) is None  # one process would only compile in series
+    for bad in ("-1", "two"):
+        monkeypatch.setenv(warm.JOBS_ENV, bad)
+        with pytest.raises(ValueError, match=warm.JOBS_ENV):
+            warm.default_jobs("cuda")
+
+
+def test_warm_runs_every_task_in_worker_processes() -> None:
+    """On the cpu backend (the interpreter: no autotuner, so every index runs the op; no fla-core,
+    so its tasks are absent): each (op, provider, config) is one task in a worker."""
+    case = Case(B=1, T=20, H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend="cpu")
+    try:
+        done = warm.warm(case, jobs=2)
+    finally:
+        warm._POOL.close()
+    assert done is not None and not done.errors and not done.late
+    n = warm.MAX_CONFIGS * len(warm.OPS)
+    assert done.outcomes == {warm.COMPILED: n, warm.ABSENT: n}
+    assert "2 processes" in done.summary()
+
+
+def _task(case: Case, op: str, provider: str, index: int) -> str:
+    """A stand-in task: index 0 runs away, index 1 fails, the rest finish."""
+    if index == 0 and op == "fwd" and provider == "ours":
+        time.sleep(60)
+    if index == 1:
+        raise RuntimeError("no such compile")
+    return warm.COMPILED
+
+
+def test_a_runaway_task_is_killed_at_the_deadline_and_errors_are_kept() -> None:
+    start = time.perf_counter()
+    try:
+        done = warm.warm(Case(backend="cpu"), jobs=3, task=_task, deadline=20.0)
+    finally:
+        warm._POOL.close(kill=True)
+    assert done is not None and time.perf_counter() - start < 45
+    assert done.late == ["fwd/ours/0"]
+    assert set(done.errors) == {f"{op}/{p}/1" for op in warm.OPS for p in warm.PROVIDERS}
+    assert all("no such compile" in e for e in done.errors.values())
+    assert done.outcomes[warm.COMPILED] == len(warm.OPS) * len(warm.PROVIDERS) * warm.MAX_CONFIGS - 5
+    assert warm._POOL.executor is None  # the runaway's workers are gone; the next warm-up starts afresh
