@@ -4,6 +4,8 @@ deadline, errors recorded). Its speed-up is a device matter: docs/nightly-h200.m
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -100,3 +102,46 @@ def test_a_runaway_task_is_killed_at_the_deadline_and_errors_are_kept() -> None:
     assert all("no such compile" in e for e in done.errors.values())
     assert done.outcomes[warm.COMPILED] == len(warm.OPS) * len(warm.PROVIDERS) * warm.MAX_CONFIGS - 5
     assert warm._POOL.executor is None  # the runaway's workers are gone; the next warm-up starts afresh
+
+
+_ORPHAN = """
+import os, sys, time
+from wy_ascend.testing import warm
+executor = warm._POOL.get(2)
+executor.submit(os.getpid).result()
+print(*executor._processes, flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_with_the_process_that_started_them() -> None:
+    """A case runner killed at its time limit takes its warm-up workers with it: they would otherwise
+    wait on their task queue forever, each holding a device context."""
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]  # type: ignore[union-attr]
+        assert pids and all(_alive(p) for p in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_the_summary_line() -> None:
+    done = warm.Warmed(jobs=3, outcomes={warm.COMPILED: 2}, errors={"fwd/ours/8": "OutOfMemoryError: " + "x" * 500 + "\nmore"})
+    line = done.summary()
+    assert line.startswith("warm-up: 3 processes, 0.0 s (2 compiled); errors: {'fwd/ours/8': 'OutOfMemoryError: x")
+    assert "more" not in line and len(line) < 260

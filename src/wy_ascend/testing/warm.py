@@ -31,6 +31,8 @@ from concurrent.futures import ALL_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ..backends import BACKENDS
 from .case import Case
 
@@ -117,18 +119,23 @@ def compile_one(case: Case, op: str, provider: str, index: int) -> str:
     from .properties import device_of
 
     device = device_of(case)
+    backend = getattr(torch, device.type)
     if _INPUTS is None or _INPUTS[0] != case:
         _INPUTS = None  # the last case's tensors freed before this one's are made
         _INPUTS = (case, case.build_inputs(device))
     call = op_calls(case, _INPUTS[1])[op].get(provider)
     if call is None:
         return ABSENT
-    with only_config(index):
-        try:
+    try:
+        with only_config(index):
             call()
-        except _Beyond:
-            return BEYOND
-    getattr(__import__("torch"), device.type).synchronize()
+        backend.synchronize()
+    except _Beyond:
+        return BEYOND
+    finally:
+        # Only the inputs stay: 15 workers keeping what their allocators reserved for the float64
+        # input build and the outputs (10 GiB each on large cases) ran the H200 out of memory.
+        getattr(backend, "empty_cache", lambda: None)()
     return COMPILED
 
 
@@ -146,9 +153,11 @@ class Warmed:
     late: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
+        """One line: processes, seconds, outcomes, each error's first line (cut at 160 characters)."""
         counts = ", ".join(f"{n} {k}" for k, n in sorted(self.outcomes.items()))
-        extra = (f"; errors: {self.errors}" if self.errors else "") + (f"; past {DEADLINE_S:g} s: {self.late}"
-                                                                     if self.late else "")
+        errors = {task: e.splitlines()[0][:160] for task, e in self.errors.items()}
+        extra = (f"; errors: {errors}" if errors else "") + (f"; past {DEADLINE_S:g} s: {self.late}"
+                                                            if self.late else "")
         return f"warm-up: {self.jobs} processes, {self.seconds:.1f} s ({counts}){extra}"
 
 
