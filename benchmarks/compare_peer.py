@@ -14,12 +14,12 @@ inside prepare_wy_repr_bwd, as ours does), so the outputs timed are the same. Ea
 has ``first_s``: the first call's wall seconds (compile, and autotuning where it is on).
 Rows are written to ``--json`` after every shape, so a run cut short keeps what it measured.
 
-``--warm-jobs N`` first calls every shape's ops once in N processes (``--compile-only``), so that
-the timing process finds every kernel in Triton's cache: fla-core autotunes 6 to 17 s per op and
-shape, which made the 30-shape grid outlast a device session. The warm-up processes share the GPU,
-so their autotuning picks are thrown away (``FLA_CACHE_RESULTS=0``: fla-core caches none; ours
-never does); the timing process autotunes both again, alone on the GPU. Its ``first_s`` then
-measures a first call with compiled kernels, not a cold compile.
+``--warm-jobs N`` first compiles every shape's kernels in N processes, one autotune config a task
+(wy_ascend/testing/warm.py's ``warm_all``), so that the timing process finds every kernel in Triton's
+cache: fla-core autotunes 6 to 17 s per op and shape, which made the 30-shape grid outlast a device
+session. The warm-up processes share the GPU, so their picks are thrown away (each autotuner holds
+one config there; fla-core's result cache is off in them); the timing process autotunes both again,
+alone on the GPU. Its ``first_s`` then measures a first call with compiled kernels, not a cold compile.
 """
 
 from __future__ import annotations
@@ -29,15 +29,20 @@ import functools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 import wy_ascend
 from benchmarks.shapes import GRID, H200_HBM_PEAK, SHAPES
 from wy_ascend.testing.perf import device_limits
+from wy_ascend.testing.warm import run_config, warm_all
+
+# Seconds the whole warm-up may take (34 shapes' ~700 compiles in 14 processes: ~2 min expected).
+WARM_DEADLINE_S = 480.0
 
 
 def _version(dist: str) -> str:
@@ -49,6 +54,7 @@ def _version(dist: str) -> str:
         return "-"
 
 
+@functools.cache
 def _peer():
     try:
         from fla.ops.gated_delta_rule import wy_fast
@@ -68,39 +74,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", action="store_true", help="the shapes of shapes.GRID instead of shapes.SHAPES")
     ap.add_argument("--all", action="store_true", help="the shapes of shapes.SHAPES and shapes.GRID")
     ap.add_argument("--warm-jobs", type=int, default=0, help="compile every shape in this many processes first")
-    ap.add_argument("--compile-only", action="store_true", help="call each op once per shape, time nothing")
     ap.add_argument("--rep", type=int, default=200, help="do_bench repetition ms (warm-up: a quarter of it)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="do_bench medians per op, providers alternating; the least is kept (noise only adds time)")
     ap.add_argument("--tile-cap", type=int, default=None, help="LaunchConfig.tile_cap (default: the backend's)")
     args = ap.parse_args(argv)
-    config = wy_ascend.LaunchConfig(tile_cap=args.tile_cap)
     peer = _peer()
     table = {**SHAPES, **GRID} if args.all else GRID if args.grid else SHAPES
     unknown = [n for n in args.shapes or [] if n not in table]
     if unknown:
         ap.error(f"unknown shapes {unknown}; known: {sorted(table)}")
     names = args.shapes or list(table)
-    if args.warm_jobs > 0 and not args.compile_only:
+    if args.warm_jobs > 0:
         _warm(names, args)
     rows: list[dict] = []
-    copy_bw = 0.0  # bytes per ms
-    if not args.compile_only:
-        _spin_up()
-        copy_bw = device_limits("cuda")[0]
-        print(f"copy bandwidth: {copy_bw / 1e6:.0f} GB/s", flush=True)
+    _spin_up()
+    copy_bw = device_limits("cuda")[0]
+    print(f"copy bandwidth: {copy_bw / 1e6:.0f} GB/s", flush=True)
     for name in names:
         shape = table[name]
-        x = shape.inputs("cuda")
-        fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
-        bwd_args = (x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], x["g"], x["cu_seqlens"])
-        providers = {"wy_ascend": (
-            functools.partial(wy_ascend.recompute_w_u_fwd, *fwd_args, backend=args.backend, config=config),
-            functools.partial(wy_ascend.prepare_wy_repr_bwd, *bwd_args, backend=args.backend, config=config),
-        )}
-        if peer is not None:
-            providers["fla"] = (functools.partial(peer.recompute_w_u_fwd, *fwd_args),
-                                functools.partial(peer.prepare_wy_repr_bwd, *bwd_args))
+        by_op = _calls(name, args.backend, args.tile_cap, peer is not None)
+        providers = {PROVIDER_NAMES[p]: (by_op["fwd"][p], by_op["bwd"][p]) for p in by_op["fwd"]}
         calls = [(prov, op, fn, nbytes) for prov, (f, b) in providers.items()
                  for op, fn, nbytes in (("fwd", f, shape.bytes_fwd()), ("bwd", b, shape.bytes_bwd()))]
         first: dict[tuple[str, str], float] = {}
@@ -109,8 +103,6 @@ def main(argv: list[str] | None = None) -> int:
             fn()
             torch.cuda.synchronize()
             first[prov, op] = time.perf_counter() - start
-        if args.compile_only:
-            continue
         # Small shapes are host-bound (do_bench then times Python's work for a call, which the
         # machine's other activity stretches): rounds alternate the providers, the least median counts.
         best = {(prov, op): triton.testing.do_bench(fn, warmup=args.rep // 4, rep=args.rep) for prov, op, fn, _ in calls}
@@ -122,12 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
                              hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, copy_frac=nbytes / ms / copy_bw,
                              first_s=first[prov, op]))
-        del x
+        del by_op, providers, calls
         torch.cuda.empty_cache()
-        if args.json and not args.compile_only:
+        if args.json:
             _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds, copy_bw=copy_bw)
-    if args.compile_only:
-        return 0
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
     print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'copy%':>6s} {'ours/fla':>8s}")
     for r in rows:
@@ -150,21 +140,37 @@ def _spin_up(seconds: float = 2.0) -> None:
         torch.cuda.synchronize()
 
 
+PROVIDER_NAMES = {"ours": "wy_ascend", "fla": "fla"}  # warm.py's providers, as the JSON names them
+
+
+def _calls(name: str, backend: str, tile_cap: int | None, peer: bool = True) -> dict[str, dict[str, Callable[[], Any]]]:
+    """Per op, per provider ("ours", and "fla" with ``peer``): the call of shape ``name`` on its cuda inputs."""
+    x = {**SHAPES, **GRID}[name].inputs("cuda")
+    fwd_args = (x["k"], x["v"], x["beta"], x["A"], x["g"], x["cu_seqlens"])
+    bwd_args = (x["k"], x["v"], x["beta"], x["A"], x["dw"], x["du"], x["g"], x["cu_seqlens"])
+    config = wy_ascend.LaunchConfig(tile_cap=tile_cap)
+    calls: dict[str, dict[str, Callable[[], Any]]] = {
+        "fwd": {"ours": functools.partial(wy_ascend.recompute_w_u_fwd, *fwd_args, backend=backend, config=config)},
+        "bwd": {"ours": functools.partial(wy_ascend.prepare_wy_repr_bwd, *bwd_args, backend=backend, config=config)},
+    }
+    fla = _peer() if peer else None
+    if fla is not None:
+        calls["fwd"]["fla"] = functools.partial(fla.recompute_w_u_fwd, *fwd_args)
+        calls["bwd"]["fla"] = functools.partial(fla.prepare_wy_repr_bwd, *bwd_args)
+    return calls
+
+
+def _compile_config(subject: tuple[str, str, int | None], op: str, provider: str, index: int) -> str:
+    """A warm-up task (warm.warm_all): one config of one op of one provider on shape ``subject[0]``."""
+    return run_config(subject, torch.device("cuda"), lambda: _calls(*subject), op, provider, index)
+
+
 def _warm(names: list[str], args: argparse.Namespace) -> None:
-    """Call every shape's ops once in ``args.warm_jobs`` processes at once (this command with
-    --compile-only on a share of the shapes each), so the kernels are in Triton's cache before
-    anything is timed."""
-    jobs = args.warm_jobs
-    table = ["--all"] if args.all else ["--grid"] if args.grid else []
-    tile_cap = ["--tile-cap", str(args.tile_cap)] if args.tile_cap is not None else []
-    env = dict(os.environ, FLA_CACHE_RESULTS="0")
-    start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, *table, "--backend", args.backend, *tile_cap, "--compile-only",
-                               "--shapes", *names[i::jobs]], env=env) for i in range(min(jobs, len(names)))]
-    failed = [p.args for p in procs if p.wait() != 0]
-    if failed:
-        raise SystemExit(f"warm-up failed: {failed}")
-    print(f"warm-up: {len(names)} shapes in {len(procs)} processes, {time.perf_counter() - start:.0f} s", flush=True)
+    """Compile every shape's kernels in ``args.warm_jobs`` processes, one config a task, before anything
+    is timed; a task's error is printed (the timing process meets it again where it is real)."""
+    done = warm_all([(name, args.backend, args.tile_cap) for name in names], _compile_config, args.warm_jobs,
+                    deadline=WARM_DEADLINE_S)
+    print(f"warm-up of {len(names)} shapes: {done.summary()}", flush=True)
 
 
 def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1, copy_bw: float = 0.0) -> None:

@@ -93,7 +93,7 @@ def _task(case: Case, op: str, provider: str, index: int) -> str:
 def test_a_runaway_task_is_killed_at_the_deadline_and_errors_are_kept() -> None:
     start = time.perf_counter()
     try:
-        done = warm.warm(Case(backend="cpu"), jobs=3, task=_task, deadline=20.0)
+        done = warm.warm_all([Case(backend="cpu")], _task, jobs=3, deadline=20.0)
     finally:
         warm._POOL.close(kill=True)
     assert done is not None and time.perf_counter() - start < 45

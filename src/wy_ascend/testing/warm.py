@@ -16,8 +16,9 @@ GPU only while the timing process waits for them.
 ``WY_ASCEND_COMPILE_JOBS`` sets the processes (0 or 1: no warm-up). By default cuda and npu-cuda use
 the host's CPUs less one, shared among pytest-xdist workers; npu none (not run on an NPU, where a
 config compiles through bishengir for minutes: set the variable to try it); the interpreter
-compiles nothing. A task still running after ``DEADLINE_S`` ends the warm-up (its processes killed):
-the timing process compiles what is left itself, as without a warm-up.
+compiles nothing. A warm-up still running at its deadline (``DEADLINE_S`` a case) ends, its processes
+killed: the timing process compiles what is left itself, as without a warm-up. benchmarks/compare_peer.py
+warms its shapes through ``warm_all`` the same way.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def default_jobs(backend: str) -> int:
 
 # ----------------------------------------------------------------------------- the workers
 
-_INPUTS: tuple[Case, Any] | None = None  # a worker's inputs of the case it is warming
+Calls = dict[str, dict[str, Callable[[], Any]]]  # per op, per provider: the call (perf.op_calls' shape)
+_CALLS: tuple[Any, Calls] | None = None  # a worker's calls of the subject it is warming, made once
 
 
 def _worker_setup() -> None:
@@ -111,19 +113,17 @@ def _worker_setup() -> None:
     _bind_device(os.environ.get(DEVICE_ENV))
 
 
-def compile_one(case: Case, op: str, provider: str, index: int) -> str:
-    """Call ``op`` of ``provider`` on ``case`` with every autotuner held to config ``index`` (a
-    worker's task); COMPILED, BEYOND or ABSENT."""
-    global _INPUTS
-    from .perf import op_calls
-    from .properties import device_of
-
-    device = device_of(case)
+def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Calls], op: str, provider: str,
+               index: int) -> str:
+    """A worker's task: call ``op`` of ``provider`` with every autotuner held to config ``index``; the
+    calls (their inputs on ``device``) made by ``make_calls`` once per ``subject``. COMPILED, BEYOND
+    or ABSENT."""
+    global _CALLS
     backend = getattr(torch, device.type)
-    if _INPUTS is None or _INPUTS[0] != case:
-        _INPUTS = None  # the last case's tensors freed before this one's are made
-        _INPUTS = (case, case.build_inputs(device))
-    call = op_calls(case, _INPUTS[1])[op].get(provider)
+    if _CALLS is None or _CALLS[0] != subject:
+        _CALLS = None  # the last subject's tensors freed before this one's are made
+        _CALLS = (subject, make_calls())
+    call = _CALLS[1][op].get(provider)
     if call is None:
         return ABSENT
     try:
@@ -137,6 +137,15 @@ def compile_one(case: Case, op: str, provider: str, index: int) -> str:
         # input build and the outputs (10 GiB each on large cases) ran the H200 out of memory.
         getattr(backend, "empty_cache", lambda: None)()
     return COMPILED
+
+
+def compile_one(case: Case, op: str, provider: str, index: int) -> str:
+    """``run_config`` of a perf case: its inputs and ``perf.op_calls``."""
+    from .perf import op_calls
+    from .properties import device_of
+
+    device = device_of(case)
+    return run_config(case, device, lambda: op_calls(case, case.build_inputs(device)), op, provider, index)
 
 
 # ----------------------------------------------------------------------------- the pool
@@ -193,19 +202,26 @@ _POOL = _Pool()
 atexit.register(_POOL.close, True)
 
 
-def warm(case: Case, jobs: int | None = None, task: Callable[[Case, str, str, int], str] = compile_one,
-         deadline: float = DEADLINE_S) -> Warmed | None:
+def warm(case: Case, jobs: int | None = None, deadline: float = DEADLINE_S) -> Warmed | None:
     """Compile ``case``'s kernels (ours and fla-core's, forward and backward, every config) in
-    ``jobs`` processes (default ``default_jobs``); None where that is fewer than 2. A task's error
-    is recorded, not raised: the timing process's own call meets it again where it is real."""
+    ``jobs`` processes (default ``default_jobs``); None where that is fewer than 2."""
     jobs = default_jobs(case.backend or "cpu") if jobs is None else jobs
-    if jobs < 2:
-        return None
+    return warm_all([case], compile_one, jobs, deadline) if jobs >= 2 else None
+
+
+def warm_all(subjects: list[Any], task: Callable[[Any, str, str, int], str], jobs: int,
+             deadline: float = DEADLINE_S) -> Warmed:
+    """``task(subject, op, provider, index)`` for every subject, op, provider and config index in
+    ``jobs`` processes, subject by subject (a worker makes a subject's inputs once for its tasks).
+    A task's error is recorded, not raised: the timing process's own call meets it again where it
+    is real. Tasks are named op/provider/index, after ``subject:`` where there are several."""
     start = time.perf_counter()
     executor = _POOL.get(jobs)
-    names = [(op, provider, i) for i in range(MAX_CONFIGS) for op in OPS for provider in PROVIDERS]
-    futures: dict[Future[str], str] = {executor.submit(task, case, *name): "/".join(map(str, name))
-                                       for name in names}
+    futures: dict[Future[str], str] = {}
+    for subject in subjects:
+        prefix = f"{subject}:" if len(subjects) > 1 else ""
+        for name in [(op, provider, i) for i in range(MAX_CONFIGS) for op in OPS for provider in PROVIDERS]:
+            futures[executor.submit(task, subject, *name)] = prefix + "/".join(map(str, name))
     done, late = wait(futures, timeout=deadline, return_when=ALL_COMPLETED)
     result = Warmed(jobs=jobs, late=sorted(futures[f] for f in late))
     for f in done:
