@@ -145,3 +145,26 @@ def test_the_summary_line() -> None:
     line = done.summary()
     assert line.startswith("warm-up: 3 processes, 0.0 s (2 compiled); errors: {'fwd/ours/8': 'OutOfMemoryError: x")
     assert "more" not in line and len(line) < 260
+
+
+def _failing(case: Case, op: str, provider: str, index: int) -> str:
+    if index == 1:
+        raise RuntimeError("device context spoilt")
+    return warm.BEYOND
+
+
+def test_an_error_alone_also_retires_the_workers() -> None:
+    """A failed task may leave its worker's device context unusable (an illegal address poisons a CUDA
+    context): the next warm-up starts fresh workers."""
+    try:
+        done = warm.warm_all([Case(backend="cpu")], _failing, jobs=2)
+        assert done.errors and not done.late and warm._POOL.executor is None
+    finally:
+        warm._POOL.close(kill=True)
+
+
+def test_warm_takes_its_jobs_from_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(warm.JOBS_ENV, raising=False)
+    assert warm.warm(Case(backend="cpu")) is None  # the interpreter compiles nothing
+    monkeypatch.setenv(warm.JOBS_ENV, "1")
+    assert warm.warm(Case(backend="cuda")) is None
