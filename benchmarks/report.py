@@ -150,6 +150,10 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
         lines += ["", f"{title}: time ratio target met {sum(n_ratio)}/{len(n_ratio)}" + (
             f"; worst against its bound: {worst['shape']} {worst['op']} at {worst['ratio']:.2f}x of <= {worst['target']}x."
             if worst else ".")]
+        table = {"Headline shapes": SHAPES, "No-cliff grid": GRID}.get(title, {})
+        missing = [name for name in table if name not in {c["shape"] for c in group}]
+        if missing:  # a run cut short: its file has the shapes it reached
+            lines += ["", f"Not in this run ({len(missing)} of {len(table)} shapes): " + ", ".join(missing) + "."]
         if copy and title == "Headline shapes":
             need = [f"{c['shape']} {c['op']} {c['fla']['copy_frac'] / c['target']:.0%}" for c in group
                     if c["ratio_met"] is False and c["fla"] and c["fla"].get("copy_frac")]

@@ -1,0 +1,21 @@
+# session 17 call 1 (one H200): the whole perf profile (seed 1) with the parallel compile warm-up
+# (testing/warm.py), then every perf regression replayed on cuda.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+cp scratch_dev/commit $OUT/commit
+pip install --no-index --no-deps --target /tmp/site scratch_dev/whl/*.whl >/dev/null 2>&1
+cd scratch_dev/tree
+export PYTHONPATH=$PWD/src:$PWD:/tmp/site
+echo "nproc $(nproc)"
+WY_ASCEND_HYPOTHESIS_DB=/tmp/hdb timeout -s TERM 400 python3 -m pytest fuzz/test_fuzz.py --profile perf --backend cuda \
+  --hypothesis-seed=1 -p no:xdist -p no:cacheprovider -q -W ignore --fuzz-report /tmp/perf-report.json > $OUT/perf.log 2>&1
+echo "perf rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/perf.log
+cp /tmp/perf-report.json $OUT/ 2>/dev/null
+cat /tmp/perf-report.json.logs/*.log 2>/dev/null | grep -E "warm-up|Error|error" | cut -c1-400 > $OUT/warm.log
+grep -E "passed|failed|FAILED|regression file|perf rc|cases in" $OUT/perf.log | head -20 | cut -c1-300
+head -30 $OUT/warm.log
+ls regressions/
+timeout $(( 570 - ($(date +%s) - T0) )) python3 -m wy_ascend.cli replay regressions/perf-*.json --backend cuda > $OUT/replay.log 2>&1
+echo "replay rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/replay.log
+grep -vE "^\s*$" $OUT/replay.log | tail -40 | cut -c1-250
+tar czf $OUT/regressions.tgz regressions/perf-* 2>/dev/null
