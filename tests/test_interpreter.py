@@ -215,13 +215,39 @@ def test_a_program_reading_what_another_program_stored_raises() -> None:
 
 
 @triton.jit
-def _row_ids(out, CAST: tl.constexpr):
-    """out[pid] = pid as int64, by .to() or by tl.cast."""
+def _store_rows(x, out, N: tl.constexpr, ROWS: tl.constexpr, TWICE: tl.constexpr):
+    """Program p stores x's N values to out[p * N:], ROWS extra of them into the next program's rows
+    (a store mask one row too wide), and with TWICE its own rows a second time."""
+    o = tl.arange(0, 2 * N)
+    base = tl.program_id(0) * N
+    mask = o < N + ROWS
+    tl.store(out + base + o, tl.load(x + o, mask=mask, other=0.0), mask=mask)
+    if TWICE:
+        tl.store(out + base + o, tl.load(x + o, mask=o < N, other=0.0), mask=o < N)
+
+
+@pytest.mark.parametrize("emulate", [True, False])
+def test_a_program_storing_what_another_program_stored_raises(emulate: bool) -> None:
+    """Programs 0 and 1 of a launch both storing out[N] is a race on every device, though the interpreter, running
+    program 1 last, leaves the right value there: it raises, with the emulation on or off, naming the kernel. One
+    program storing an address twice (in order), and the next launch storing it again, pass."""
+    x, out = torch.arange(2 * N, dtype=torch.float32), torch.zeros(4 * N)
+    with ascend_semantics(emulate):
+        with pytest.raises(Exception, match=r"store of 1 element\(s\) another program of this launch stored.*_store_rows"):
+            _store_rows[(2,)](x, out, N=N, ROWS=1, TWICE=False)
+        _store_rows[(2,)](x, out, N=N, ROWS=0, TWICE=True)
+        _store_rows[(2,)](x, out, N=N, ROWS=0, TWICE=False)
+    assert torch.equal(out[:2 * N], x[:N].repeat(2))
+
+
+@triton.jit
+def _row_ids(out, NY: tl.constexpr, CAST: tl.constexpr):
+    """out[pid, pid1] = pid as int64 (by .to() or by tl.cast) + pid1."""
     if CAST:
         pid = tl.cast(tl.program_id(0), tl.int64)
     else:
         pid = tl.program_id(0).to(tl.int64)
-    tl.store(out + pid, pid + tl.program_id(1))
+    tl.store(out + pid * NY + tl.program_id(1), pid + tl.program_id(1))
 
 
 @pytest.mark.parametrize("grid", [(1, 2), (2, 1), (3, 2)])
@@ -230,11 +256,11 @@ def test_to_on_a_program_id_of_a_grid_axis_of_1_fails_under_the_emulation(grid: 
     there (DESIGN.md section 3): the emulation raises; tl.cast, arithmetic with it and any wider
     axis are fine, and so is everything with the emulation off."""
     def ids(cast: bool) -> torch.Tensor:
-        out = torch.full((grid[0],), -1, dtype=torch.int64)
-        _row_ids[grid](out, CAST=cast)
+        out = torch.full(grid, -1, dtype=torch.int64)
+        _row_ids[grid](out, NY=grid[1], CAST=cast)
         return out
 
-    expected = torch.arange(grid[0]) + grid[1] - 1  # the last program of axis 1 stores last
+    expected = torch.arange(grid[0])[:, None] + torch.arange(grid[1])[None, :]
     with ascend_semantics(False):
         assert torch.equal(ids(False), expected)
     with ascend_semantics(True):

@@ -24,6 +24,11 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
   barrier syncs them), Ascend's store and load pipes (MTE3, MTE2) are not ordered for global
   memory without one, and the programs of a launch run in any order on both. Such a
   read-after-write is exact on the interpreter, which runs one program after another.
+* a store to global memory that another program of the same launch stored raises
+  ``AscendSemanticsError`` (with the emulation off too): which value lands depends on the programs'
+  order, so it is a race on every device. The interpreter runs the programs in order, so a store one
+  row too wide into the next task's rows is overwritten by that task's program and every output
+  comes out right here; a program storing an address twice is in order and allowed.
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
   values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
 
@@ -299,6 +304,19 @@ def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
                 f"either value; at {_kernel_location()}")
 
 
+def _check_write_after_write(addresses: Any, allocation: int | None) -> None:
+    """A store writes no address an earlier program of the launch stored (module doc)."""
+    others = _STATE.launch.get(allocation) if allocation is not None else None
+    if others is None:
+        return
+    hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
+    if hit.size:
+        raise AscendSemanticsError(
+            f"store of {hit.size} element(s) another program of this launch stored, first at byte address "
+            f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so which value "
+            f"lands is a race; at {_kernel_location()}")
+
+
 def _next_program() -> None:
     """Forget the running program's barrier window and add its stores to the launch's."""
     for allocation, arrays in _STATE.program.items():
@@ -362,6 +380,7 @@ def _install_emulation_once() -> None:
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
         itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         addresses, allocation = _check_addresses("store", ptrs, mask, itemsize)
+        _check_write_after_write(addresses, allocation)
         if allocation is not None and addresses.size:
             _STATE.stored.setdefault(allocation, []).append(addresses)
             _STATE.program.setdefault(allocation, []).append(addresses)
