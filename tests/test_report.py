@@ -35,4 +35,4 @@ def test_a_run_cut_short_names_the_shapes_it_did_not_reach() -> None:
             for name in [*SHAPES, *reached] for p in ("ours", "fla") for op in ("fwd", "bwd")]
     text = peer_markdown({"meta": {}, "path": "x.json", "format": "compare_peer", "rows": rows}, None)
     assert f"Not in this run (2 of {len(GRID)} shapes): {', '.join(list(GRID)[-2:])}." in text
-    assert "of {} shapes".format(len(SHAPES)) not in text  # every headline shape is there
+    assert f"of {len(SHAPES)} shapes" not in text  # every headline shape is there

@@ -306,8 +306,7 @@ def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
 
 def _check_write_after_write(addresses: Any, allocation: int | None) -> None:
     """A store writes no address an earlier program of the launch stored (module doc)."""
-    others = _STATE.launch.get(allocation) if allocation is not None else None
-    if others is None:
+    if allocation is None or (others := _STATE.launch.get(allocation)) is None:
         return
     hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
     if hit.size:
