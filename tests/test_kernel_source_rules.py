@@ -2,8 +2,8 @@
 
 The interpreter emulates what it can (interpreter.py: the clobbering dot, out-of-range DMA, races,
 folded program ids) and the lowering gate compiles every specialization through triton-ascend's
-frontend; these three are neither a wrong number on the CPU or a GPU nor a compile error, so they are
-rules of the source, read from its syntax tree:
+frontend; these are neither a wrong number on the CPU nor a compile error (the last one not even on the
+NPU), so they are rules of the source, read from its syntax tree:
 
 * no block pointers (``tl.make_block_ptr``): their offsets must be 32-bit on Ascend and upstream
   triton 3.9 removed them;
@@ -11,7 +11,11 @@ rules of the source, read from its syntax tree:
   give materially different results on Ascend, so no product or quotient of two exp2 values (the
   kernels exponentiate the difference);
 * no runtime ``if`` choosing between two load paths: Ascend keeps both in the unified buffer (the UB
-  model counts one); a load path chosen by a constexpr compiles to one.
+  model counts one); a load path chosen by a constexpr compiles to one;
+* every masked ``tl.load`` names ``other``: triton-ascend's ``tl.load`` fills the masked-off lanes with
+  zeros where it is not named (``care_padding=True``, its default), so the interpreter (its frontend)
+  and the NPU read zeros there, while upstream Triton, the cuda backend's, leaves them undefined: a
+  kernel that uses those lanes passes on the CPU and the NPU and reads garbage on a GPU.
 """
 
 from __future__ import annotations
@@ -87,6 +91,15 @@ def _runtime_branches_between_loads(tree: ast.Module, functions: dict[str, ast.F
     return found
 
 
+def _masked_loads_without_other(fn: ast.FunctionDef) -> list[str]:
+    """``tl.load`` calls given a mask (keyword or second argument) but no ``other`` (keyword or third)."""
+    def named(call: ast.Call, arg: str, position: int) -> bool:
+        return len(call.args) > position or any(k.arg == arg for k in call.keywords)
+
+    return [f"{fn.name}:{n.lineno}" for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load"
+            and named(n, "mask", 1) and not named(n, "other", 2)]
+
+
 def _violations(source: str) -> dict[str, list[str]]:
     tree = ast.parse(source)
     functions = _jit_functions(tree)
@@ -95,13 +108,15 @@ def _violations(source: str) -> dict[str, list[str]]:
                            if isinstance(n, ast.Call) and _is_call_to(n, "make_block_ptr")],
         "exp2 ratios": [f"{fn.name}: {r}" for fn in functions.values() for r in _exp2_ratios(fn)],
         "runtime branches between loads": _runtime_branches_between_loads(tree, functions),
+        "masked loads without other": [hit for fn in functions.values() for hit in _masked_loads_without_other(fn)],
     }
 
 
 def test_the_kernels_keep_the_ascend_source_rules() -> None:
     source = SOURCE.read_text()
     assert len(_jit_functions(ast.parse(source))) >= 10  # the rules read the kernels, not an empty module
-    assert _violations(source) == {"block pointers": [], "exp2 ratios": [], "runtime branches between loads": []}
+    assert _violations(source) == {"block pointers": [], "exp2 ratios": [], "runtime branches between loads": [],
+                                   "masked loads without other": []}
 
 
 RULE_BREAKERS = {
@@ -135,6 +150,12 @@ def f(p, q, j, FLAG: tl.constexpr):
         x += tl.load(q)
     return x
 ''',
+    "masked loads without other": '''
+@triton.jit
+def f(p, n, N: tl.constexpr):
+    o = tl.arange(0, N)
+    return tl.load(p + o, mask=o < n) + tl.load(p + o, o < n, 0.0)
+''',
 }
 
 
@@ -146,12 +167,14 @@ def test_each_rule_names_what_breaks_it(rule: str) -> None:
     assert [name for name, hits in found.items() if hits] == [rule], found
     if rule == "runtime branches between loads":
         assert found[rule] == ["f:13: if j > 0"]  # the constexpr FLAG branch passes
+    if rule == "masked loads without other":
+        assert found[rule] == ["f:5"]  # once: the positional other counts
     allowed = '''
 @triton.jit
 def f(g, m, p, j):
     x = tl.exp2(tl.where(m, g[:, None] - g[None, :], 0.0)) * (g * tl.exp2(g))[:, None]
     if j > 0:
-        x += tl.load(p)
+        x += tl.load(p) + tl.load(p, mask=m, other=0.0)
     return x
 '''
     assert not _exp2_ratios(ast.parse(allowed).body[0])  # type: ignore[arg-type]
