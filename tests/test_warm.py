@@ -58,6 +58,8 @@ def test_jobs_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (warm.default_jobs("npu"), warm.default_jobs("cpu")) == (0, 0)  # not run on an NPU; nothing compiles
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
     assert warm.default_jobs("cuda") == 7  # the CPUs shared among the xdist workers
+    monkeypatch.setattr(warm.os, "cpu_count", lambda: 128)
+    assert warm.default_jobs("cuda") == warm.MAX_JOBS == 15
     monkeypatch.setenv(warm.JOBS_ENV, "4")
     assert warm.default_jobs("npu") == 4
     assert warm.warm(Case(backend="cuda"), jobs=1) is None  # one process would only compile in series

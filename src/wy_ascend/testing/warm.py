@@ -14,7 +14,7 @@ away (their autotuners see one config; fla-core's result cache is off in them) a
 GPU only while the timing process waits for them.
 
 ``WY_ASCEND_COMPILE_JOBS`` sets the processes (0 or 1: no warm-up). By default cuda and npu-cuda use
-the host's CPUs less one, shared among pytest-xdist workers; npu none (not run on an NPU, where a
+the host's CPUs less one, shared among pytest-xdist workers, at most ``MAX_JOBS`` (what ran on the H200); npu none (not run on an NPU, where a
 config compiles through bishengir for minutes: set the variable to try it); the interpreter
 compiles nothing. A warm-up still running at its deadline (``DEADLINE_S`` a case) ends, its processes
 killed: the timing process compiles what is left itself, as without a warm-up. benchmarks/compare_peer.py
@@ -41,6 +41,9 @@ JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
 # Configs tried per kernel at most: fla-core's forward, 3 warps x 3 stages (ours: 3).
 MAX_CONFIGS = 9
 OPS = ("fwd", "bwd")
+# Default processes at most: 15 ran on the H200 (16 CPUs; docs/nightly-h200.md session 17), each holding a device
+# context and a case's inputs; a case has 21 compiles at most (ours 3 + 3, fla-core's 9 + 6).
+MAX_JOBS = 15
 PROVIDERS = ("ours", "fla")
 # Seconds the warm-up of one case may take: a config compiles in 1-4 s on the H200's host, an fp32
 # backward's in up to ~15 s (backends.FP32_DOT_WORK); a task past this is a runaway.
@@ -94,7 +97,7 @@ def default_jobs(backend: str) -> int:
     if BACKENDS[backend].interpret or backend == "npu":
         return 0
     share = (os.cpu_count() or 1) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
-    return max(0, share - 1)
+    return max(0, min(MAX_JOBS, share - 1))
 
 
 # ----------------------------------------------------------------------------- the workers
