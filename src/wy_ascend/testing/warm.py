@@ -16,8 +16,9 @@ GPU only while the timing process waits for them.
 ``WY_ASCEND_COMPILE_JOBS`` sets the processes (0 or 1: no warm-up). By default cuda and npu-cuda use
 the host's CPUs less one, shared among pytest-xdist workers, at most ``MAX_JOBS`` (what ran on the
 H200); npu none (not run on an NPU, where a config compiles through bishengir for minutes: set the
-variable to try it); the interpreter compiles nothing. A warm-up still running at its deadline (``DEADLINE_S`` a case) ends, its processes
-killed: the timing process compiles what is left itself, as without a warm-up. benchmarks/compare_peer.py
+variable to try it); the interpreter compiles nothing. A warm-up still running at its deadline
+(``DEADLINE_S`` a case) ends, its processes killed: the timing process compiles what is left itself,
+as without a warm-up. benchmarks/compare_peer.py
 warms its shapes through ``warm_all`` the same way.
 """
 
