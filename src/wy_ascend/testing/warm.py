@@ -18,8 +18,7 @@ the host's CPUs less one, shared among pytest-xdist workers, at most ``MAX_JOBS`
 H200); npu none (not run on an NPU, where a config compiles through bishengir for minutes: set the
 variable to try it); the interpreter compiles nothing. A warm-up still running at its deadline
 (``DEADLINE_S`` a case) ends, its processes killed: the timing process compiles what is left itself,
-as without a warm-up. benchmarks/compare_peer.py
-warms its shapes through ``warm_all`` the same way.
+as without a warm-up. benchmarks/compare_peer.py warms its shapes through ``warm_all`` the same way.
 """
 
 from __future__ import annotations
