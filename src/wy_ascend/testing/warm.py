@@ -41,10 +41,10 @@ JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
 # Configs tried per kernel at most: fla-core's forward, 3 warps x 3 stages (ours: 3).
 MAX_CONFIGS = 9
 OPS = ("fwd", "bwd")
+PROVIDERS = ("ours", "fla")
 # Default processes at most: 15 ran on the H200 (16 CPUs; docs/nightly-h200.md session 17), each holding a device
 # context and a case's inputs; a case has 21 compiles at most (ours 3 + 3, fla-core's 9 + 6).
 MAX_JOBS = 15
-PROVIDERS = ("ours", "fla")
 # Seconds the warm-up of one case may take: a config compiles in 1-4 s on the H200's host, an fp32
 # backward's in up to ~15 s (backends.FP32_DOT_WORK); a task past this is a runaway.
 DEADLINE_S = 120.0
