@@ -294,26 +294,19 @@ def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
                 f"load of {hit.size} element(s) this program stored since its last tl.debug_barrier(), first at byte "
                 f"address {int(hit[0]):#x}: without a barrier between, other threads of the program (a GPU) or the "
                 f"load pipe (Ascend) may read them before the store lands; at {_kernel_location()}")
-    others = _STATE.launch.get(allocation)
-    if others is not None:
-        hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
-        if hit.size:
-            raise AscendSemanticsError(
-                f"load of {hit.size} element(s) another program of this launch stored, first at byte address "
-                f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so this reads "
-                f"either value; at {_kernel_location()}")
+    _check_other_programs("load", addresses, allocation, "this reads either value")
 
 
-def _check_write_after_write(addresses: Any, allocation: int | None) -> None:
-    """A store writes no address an earlier program of the launch stored (module doc)."""
+def _check_other_programs(kind: str, addresses: Any, allocation: int | None, outcome: str) -> None:
+    """No address of this load or store (``kind``) is one an earlier program of the launch stored (module doc)."""
     if allocation is None or (others := _STATE.launch.get(allocation)) is None:
         return
     hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
     if hit.size:
         raise AscendSemanticsError(
-            f"store of {hit.size} element(s) another program of this launch stored, first at byte address "
-            f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so which value "
-            f"lands is a race; at {_kernel_location()}")
+            f"{kind} of {hit.size} element(s) another program of this launch stored, first at byte address "
+            f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so {outcome}; "
+            f"at {_kernel_location()}")
 
 
 def _next_program() -> None:
@@ -379,7 +372,7 @@ def _install_emulation_once() -> None:
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
         itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         addresses, allocation = _check_addresses("store", ptrs, mask, itemsize)
-        _check_write_after_write(addresses, allocation)
+        _check_other_programs("store", addresses, allocation, "which value lands is a race")
         if allocation is not None and addresses.size:
             _STATE.stored.setdefault(allocation, []).append(addresses)
             _STATE.program.setdefault(allocation, []).append(addresses)
