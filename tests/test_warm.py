@@ -100,6 +100,7 @@ def test_a_runaway_task_is_killed_at_the_deadline_and_errors_are_kept() -> None:
         warm._POOL.close(kill=True)
     assert done is not None and time.perf_counter() - start < 45
     assert done.late == ["fwd/ours/0"]
+    assert "; past 20 s: ['fwd/ours/0']" in done.summary()  # the deadline it ran under, not the default
     assert set(done.errors) == {f"{op}/{p}/1" for op in warm.OPS for p in warm.PROVIDERS}
     assert all("no such compile" in e for e in done.errors.values())
     assert done.outcomes[warm.COMPILED] == len(warm.OPS) * len(warm.PROVIDERS) * warm.MAX_CONFIGS - 5

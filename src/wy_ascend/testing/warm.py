@@ -156,10 +156,11 @@ def compile_one(case: Case, op: str, provider: str, index: int) -> str:
 
 @dataclass
 class Warmed:
-    """What one case's warm-up did: its seconds and tasks by outcome (errors by task)."""
+    """What one warm-up did: its seconds and tasks by outcome (errors by task, those past its deadline)."""
 
     seconds: float = 0.0
     jobs: int = 0
+    deadline: float = DEADLINE_S
     outcomes: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     late: list[str] = field(default_factory=list)
@@ -168,7 +169,7 @@ class Warmed:
         """One line: processes, seconds, outcomes, each error's first line (cut at 160 characters)."""
         counts = ", ".join(f"{n} {k}" for k, n in sorted(self.outcomes.items()))
         errors = {task: e.splitlines()[0][:160] for task, e in self.errors.items()}
-        extra = (f"; errors: {errors}" if errors else "") + (f"; past {DEADLINE_S:g} s: {self.late}"
+        extra = (f"; errors: {errors}" if errors else "") + (f"; past {self.deadline:g} s: {self.late}"
                                                             if self.late else "")
         return f"warm-up: {self.jobs} processes, {self.seconds:.1f} s ({counts}){extra}"
 
@@ -226,7 +227,7 @@ def warm_all(subjects: list[Any], task: Callable[[Any, str, str, int], str], job
         for name in [(op, provider, i) for i in range(MAX_CONFIGS) for op in OPS for provider in PROVIDERS]:
             futures[executor.submit(task, subject, *name)] = prefix + "/".join(map(str, name))
     done, late = wait(futures, timeout=deadline, return_when=ALL_COMPLETED)
-    result = Warmed(jobs=jobs, late=sorted(futures[f] for f in late))
+    result = Warmed(jobs=jobs, deadline=deadline, late=sorted(futures[f] for f in late))
     for f in done:
         error = f.exception()
         if error is None:
