@@ -63,6 +63,33 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
     assert configs[0] == (4, 1)
 
 
+WIRED = """\
+from wy_ascend import backends
+print([backends._autotuned(k).do_bench is backends.bench_config for k in ("fwd", "bwd")])
+"""
+
+
+def test_the_cuda_autotuner_times_configs_by_short_graph_replays(monkeypatch) -> None:
+    """Each entry kernel's autotuner (built in a process without the interpreter) times a config with
+    bench_config: device time by CUDA-graph replay (plain launches time the host on small shapes),
+    AUTOTUNE_REP_MS a replay (Triton's use_cuda_graph=True replays 100 ms: 1 s a config, 3 s of a
+    first call with every config compiled)."""
+    import os
+    import subprocess
+    import sys
+
+    import triton.testing
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", WIRED], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["[True,", "True]"], done.stderr[-2000:]
+    seen: list[tuple[object, dict]] = []
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", lambda fn, **kw: seen.append((fn, kw)) or 0.5)
+    assert backends.bench_config(print, quantiles=(0.5, 0.2, 0.8)) == 0.5
+    assert seen == [(print, dict(rep=backends.AUTOTUNE_REP_MS, quantiles=(0.5, 0.2, 0.8)))]
+    assert 10 <= backends.AUTOTUNE_REP_MS <= 25
+
+
 @pytest.mark.parametrize(("kernel", "BT", "tile", "warps"), [
     ("fwd", 64, 64, 4), ("fwd", 64, 128, 8), ("fwd", 128, 64, 16), ("fwd", 128, 128, 32),
     ("bwd", 32, 64, 4), ("bwd", 64, 64, 8), ("bwd", 128, 64, 32), ("bwd", 128, 128, 32),

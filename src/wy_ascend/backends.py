@@ -32,7 +32,7 @@ import functools
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -512,10 +512,24 @@ def _autotuned(kernel_name: str, warps: int | None = None) -> object:
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
     key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD", "GROUP_DK"]
-    # Configs are timed by CUDA-graph replay (device time): timed by plain launches, a small shape's
-    # configs all read as the host's time per call, and a 2-warp config with twice the device time
-    # of the 4-warp one was picked at random (the H200 grid run of session 8: K64/V32 forward 1.97x).
-    return triton.autotune(configs=configs, key=key, use_cuda_graph=True)(kernels.KERNELS[kernel_name])
+    return triton.autotune(configs=configs, key=key, do_bench=bench_config)(kernels.KERNELS[kernel_name])
+
+
+# Milliseconds of calls in each of the 10 timed CUDA-graph replays of one config (Triton's
+# do_bench_cudagraph; its own default). Triton's autotuner with use_cuda_graph=True replays 100 ms
+# ten times: 1 s a config, 3 s of every first call of a shape even with every config compiled
+# (compare_peer's first_s on the H200, session 17), most of a benchmark row's time.
+AUTOTUNE_REP_MS = 20
+
+
+def bench_config(kernel_call: Callable[[], object], quantiles: tuple[float, ...]) -> object:
+    """The autotuner's timing of one config: device time by CUDA-graph replay. Timed by plain launches,
+    a small shape's configs all read as the host's time per call, and a 2-warp config with twice the
+    device time of the 4-warp one was picked at random (the H200 grid run of session 8: K64/V32
+    forward 1.97x)."""
+    from triton.testing import do_bench_cudagraph
+
+    return do_bench_cudagraph(kernel_call, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
 
 
 # A first launch that autotunes runs ptxas under this deadline per config (seconds; 0: none): a
