@@ -166,6 +166,38 @@ def test_an_error_alone_also_retires_the_workers() -> None:
         warm._POOL.close(kill=True)
 
 
+def _building(subject: tuple[str, int], op: str, provider: str, index: int) -> str:
+    """A task whose input build (in ``subject[0]``, a folder) marks itself there for 0.2 s and records
+    how many builds it saw at once."""
+    import os
+    from pathlib import Path
+
+    import torch
+
+    def make_calls() -> warm.Calls:
+        folder, mark = Path(subject[0]), Path(subject[0]) / f"building-{os.getpid()}"
+        mark.touch()
+        time.sleep(0.2)
+        at_once = len(list(folder.glob("building-*")))
+        (folder / f"saw-{os.getpid()}-{subject[1]}").write_text(str(at_once))
+        mark.unlink()
+        return {"fwd": {}, "bwd": {}}
+
+    return warm.run_config(subject, torch.device("cpu"), make_calls, op, provider, index)
+
+
+def test_workers_build_inputs_a_few_at_a_time(tmp_path) -> None:
+    """Every worker builds each subject's inputs, but no more than BUILDS_AT_ONCE at once: 15 float64
+    draws of one large case at once ran the H200 out of memory."""
+    try:
+        done = warm.warm_all([(str(tmp_path), i) for i in range(3)], _building, jobs=4)
+    finally:
+        warm._POOL.close()
+    assert not done.errors and not done.late and set(done.outcomes) == {warm.ABSENT}
+    seen = [int(p.read_text()) for p in tmp_path.glob("saw-*")]
+    assert len(seen) >= 3 and max(seen) <= warm.BUILDS_AT_ONCE == 2
+
+
 def test_warm_takes_its_jobs_from_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(warm.JOBS_ENV, raising=False)
     assert warm.warm(Case(backend="cpu")) is None  # the interpreter compiles nothing

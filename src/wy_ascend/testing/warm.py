@@ -11,7 +11,7 @@ compile) with Triton's autotuner held to that one config (``only_config``), so t
 Triton's persistent cache. The timing process's first call then autotunes over every config as
 before, loading each compile from the cache. Nothing timed changes: the workers' picks are thrown
 away (their autotuners see one config; fla-core's result cache is off in them) and they use the
-GPU only while the timing process waits for them.
+GPU only while the timing process waits for them, and build inputs ``BUILDS_AT_ONCE`` at a time.
 
 ``WY_ASCEND_COMPILE_JOBS`` sets the processes (0 or 1: no warm-up). By default cuda and npu-cuda use
 the host's CPUs less one, shared among pytest-xdist workers, at most ``MAX_JOBS`` (what ran on the
@@ -45,6 +45,10 @@ PROVIDERS = ("ours", "fla")
 # Default processes at most: 15 ran on the H200 (16 CPUs; docs/nightly-h200.md session 17), each holding a device
 # context and a case's inputs; a case has 21 compiles at most (ours 3 + 3, fla-core's 9 + 6).
 MAX_JOBS = 15
+# Input builds at once across a pool's workers: a large perf case's float64 draw takes ~11 GiB of the
+# device, and 15 workers drawing at once ran the H200 out of memory (session 17); the bf16 inputs each
+# worker keeps are a fraction of that.
+BUILDS_AT_ONCE = 2
 # Seconds the warm-up of one case may take: a config compiles in 1-4 s on the H200's host, an fp32
 # backward's in up to ~15 s (backends.FP32_DOT_WORK); a task past this is a runaway.
 DEADLINE_S = 120.0
@@ -104,13 +108,16 @@ def default_jobs(backend: str) -> int:
 
 Calls = dict[str, dict[str, Callable[[], Any]]]  # per op, per provider: the call (perf.op_calls' shape)
 _CALLS: tuple[Any, Calls] | None = None  # a worker's calls of the subject it is warming, made once
+_BUILDS: Any = None  # the pool's semaphore over input builds (BUILDS_AT_ONCE)
 
 
-def _worker_setup() -> None:
+def _worker_setup(builds: Any) -> None:
     """A worker: no fla-core result cache (its one-config picks must not be kept), dies with its
-    parent, binds the parent's device."""
+    parent, binds the parent's device, builds inputs under the pool's ``builds`` semaphore."""
     from .runner import DEVICE_ENV, _bind_device, _die_with_parent
 
+    global _BUILDS
+    _BUILDS = builds
     os.environ["FLA_CACHE_RESULTS"] = "0"
     _die_with_parent()
     _bind_device(os.environ.get(DEVICE_ENV))
@@ -123,9 +130,14 @@ def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Call
     or ABSENT."""
     global _CALLS
     backend = getattr(torch, device.type)
+    # Only the inputs stay: 15 workers keeping what their allocators reserved for the float64 input
+    # build and the outputs (10 GiB each on large cases) ran the H200 out of memory.
+    empty_cache = getattr(backend, "empty_cache", lambda: None)
     if _CALLS is None or _CALLS[0] != subject:
         _CALLS = None  # the last subject's tensors freed before this one's are made
-        _CALLS = (subject, make_calls())
+        with _BUILDS if _BUILDS is not None else contextlib.nullcontext():
+            _CALLS = (subject, make_calls())
+            empty_cache()
     call = _CALLS[1][op].get(provider)
     if call is None:
         return ABSENT
@@ -136,9 +148,7 @@ def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Call
     except _Beyond:
         return BEYOND
     finally:
-        # Only the inputs stay: 15 workers keeping what their allocators reserved for the float64
-        # input build and the outputs (10 GiB each on large cases) ran the H200 out of memory.
-        getattr(backend, "empty_cache", lambda: None)()
+        empty_cache()
     return COMPILED
 
 
@@ -187,8 +197,9 @@ class _Pool:
             self.close()
             import multiprocessing
 
-            self.executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_worker_setup)
+            spawn = multiprocessing.get_context("spawn")
+            self.executor = ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_worker_setup,
+                                                initargs=(spawn.BoundedSemaphore(BUILDS_AT_ONCE),))
             self.jobs = jobs
         return self.executor
 
