@@ -5,7 +5,8 @@
     python benchmarks/compare_peer.py --all --warm-jobs 12 --json all.json   # both, compiled in 12 processes first
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median; the least of
-``--rounds`` medians, the providers alternating), reports
+``--rounds`` medians, the providers alternating) and, as ``kernel_ms``, the device time of a call's
+kernels alone (torch.profiler; the host's time between launches left out), reports
 bandwidth as compulsory bytes / time against the H200's HBM peak and against the device's
 measured copy bandwidth (``copy_frac``: testing/perf.py's ``device_limits``, what a pure streaming
 copy moves here; a kernel that must move its compulsory bytes cannot beat it), and the ratio to fla.
@@ -109,25 +110,40 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds - 1):
             for prov, op, fn, _ in calls:
                 best[prov, op] = min(best[prov, op], triton.testing.do_bench(fn, warmup=args.rep // 4, rep=args.rep))
+        kernel = {(prov, op): _kernel_ms(fn) for prov, op, fn, _ in calls}
         for prov, op, _, nbytes in calls:
             ms = best[prov, op]
             rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
                              hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, copy_frac=nbytes / ms / copy_bw,
-                             first_s=first[prov, op]))
+                             first_s=first[prov, op], kernel_ms=kernel[prov, op]))
         del by_op, providers, calls
         torch.cuda.empty_cache()
         if args.json:
             _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds, copy_bw=copy_bw)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
-    print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'copy%':>6s} {'ours/fla':>8s}")
+    print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'copy%':>6s} {'ours/fla':>8s} "
+          f"{'kern ms':>8s} {'kern o/f':>8s}")
     for r in rows:
-        ratio = ""
+        ratio = kratio = ""
         if r["provider"] == "wy_ascend":
             ref = [q for q in rows if q["shape"] == r["shape"] and q["op"] == r["op"] and q["provider"] == "fla"]
             ratio = f"{r['ms'] / ref[0]['ms']:.2f}" if ref else ""
+            kratio = f"{r['kernel_ms'] / ref[0]['kernel_ms']:.2f}" if ref else ""
         print(f"{r['shape']:34s} {r['op']:4s} {r['provider']:10s} {r['ms']:8.3f} {r['GBps']:8.0f} "
-              f"{100 * r['hbm_frac']:5.1f}% {100 * r['copy_frac']:5.1f}% {ratio:>8s}")
+              f"{100 * r['hbm_frac']:5.1f}% {100 * r['copy_frac']:5.1f}% {ratio:>8s} {r['kernel_ms']:8.4f} {kratio:>8s}")
     return 0
+
+
+def _kernel_ms(fn: Callable[[], Any], calls: int = 20) -> float:
+    """Device time of one call's kernels in ms: their durations in torch.profiler's CUDA trace over
+    ``calls`` calls, summed, per call. The host's time between launches is left out: on a shape whose
+    host work outlasts its kernels, do_bench times the host, which varied 2-5x between rounds on the
+    H200's host (session 18: 23-52 us for one shape whose kernels took 8.6 us)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    return sum(e.device_time_total for e in prof.key_averages()) / calls / 1e3
 
 
 def _spin_up(seconds: float = 2.0) -> None:
