@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.report import fuzz_markdown, peer_markdown  # noqa: E402
-from benchmarks.shapes import GRID, SHAPES
+from benchmarks.report import compare, fuzz_markdown, peer_markdown  # noqa: E402
+from benchmarks.shapes import GRID, GRID_RATIO, SHAPES
 
 
 def test_fuzz_section_reads_the_report(tmp_path: Path) -> None:
@@ -36,3 +36,24 @@ def test_a_run_cut_short_names_the_shapes_it_did_not_reach() -> None:
     text = peer_markdown({"meta": {}, "path": "x.json", "format": "compare_peer", "rows": rows}, None)
     assert f"Not in this run (2 of {len(GRID)} shapes): {', '.join(list(GRID)[-2:])}." in text
     assert f"of {len(SHAPES)} shapes" not in text  # every headline shape is there
+
+
+def test_both_ratios_are_held_to_the_target() -> None:
+    """With kernel times in the file, each row has the do_bench ratio and the kernel-time ratio, each
+    against its shape's target, and each group's line counts both (a host-bound row can fail one alone)."""
+    name = list(GRID)[0]
+    rows = [dict(shape=name, provider="ours", op="fwd", ms=3.0, GBps=1.0, hbm_frac=0.5, kernel_ms=0.9),
+            dict(shape=name, provider="fla", op="fwd", ms=1.0, GBps=1.0, hbm_frac=0.5, kernel_ms=1.0),
+            dict(shape=name, provider="ours", op="bwd", ms=1.0, GBps=1.0, hbm_frac=0.5, kernel_ms=2.0),
+            dict(shape=name, provider="fla", op="bwd", ms=1.0, GBps=1.0, hbm_frac=0.5, kernel_ms=1.0)]
+    lines = {(c["op"]): c for c in compare(rows)}
+    assert (lines["fwd"]["ratio_met"], lines["fwd"]["kernel_met"]) == (False, True)
+    assert (lines["bwd"]["ratio_met"], lines["bwd"]["kernel_met"]) == (True, False)
+    text = peer_markdown({"meta": {}, "path": "x.json", "format": "compare_peer", "rows": rows}, None)
+    assert (f"No-cliff grid: time ratio (do_bench) target met 1/2, worst against its bound: {name} fwd at 3.00x of "
+            f"<= {GRID_RATIO}x; kernel-time ratio target met 1/2, worst against its bound: {name} bwd at 2.00x of "
+            f"<= {GRID_RATIO}x.") in text
+    assert "| 0.9000 / 1.0000 | met (0.90x) |" in text and "| 2.0000 / 1.0000 | not met (2.00x) |" in text
+    old = [{k: v for k, v in r.items() if k != "kernel_ms"} for r in rows]  # files before session 18
+    text = peer_markdown({"meta": {}, "path": "x.json", "format": "compare_peer", "rows": old}, None)
+    assert "kernel-time" not in text and "kernels ours" not in text and "time ratio (do_bench) target met 1/2" in text
