@@ -61,7 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
             f"pass it as --backend {name} on the command line or set {BACKEND_ENV}={name}")
     import torch
 
-    torch.set_num_threads(int(os.environ.get(THREADS_ENV, "1")))
+    from wy_ascend.env import number
+
+    torch.set_num_threads(number(THREADS_ENV, 1, int, "threads", positive=True))
 
 
 @pytest.fixture(scope="session")

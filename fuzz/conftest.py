@@ -74,6 +74,7 @@ import pytest
 from fuzz import profiles
 from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pool_coverage, pool_line, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
+from wy_ascend.env import number, switch
 from wy_ascend.testing import runner
 
 _KEY = "wy_fuzz"
@@ -98,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def bind_worker_device(backend: str) -> str | None:
     """Bind xdist worker gwK to accelerator K (mod the count); returns what it did, None if nothing."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or os.environ.get("WY_ASCEND_NO_DEVICE_MAP") == "1":
+    if not worker.startswith("gw") or switch("WY_ASCEND_NO_DEVICE_MAP", False):
         return None
     index = int(worker[2:])
     if backend == "npu":
@@ -158,8 +159,8 @@ def _prepare_pool(config: pytest.Config, run: RunConfig) -> None:
     os.environ.setdefault(pool.DATE_ENV, datetime.datetime.now(datetime.timezone.utc).date().isoformat())
     try:
         entries = pool.run_pool(run.backend, run.profile.pool)
-        jobs = int(os.environ.get("WY_ASCEND_WARMUP_JOBS") or max(1, (os.cpu_count() or 2) - 1))
-        deadline = float(os.environ.get("WY_ASCEND_WARMUP_DEADLINE") or pool.ENTRY_DEADLINE_S)
+        jobs = number("WY_ASCEND_WARMUP_JOBS", max(1, (os.cpu_count() or 2) - 1), int, "processes", positive=True)
+        deadline = number("WY_ASCEND_WARMUP_DEADLINE", pool.ENTRY_DEADLINE_S, float, "seconds", positive=True)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     if entries and jobs > 0 and not hasattr(config, "workerinput"):

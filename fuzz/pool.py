@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from wy_ascend.backends import BACKENDS, LaunchConfig
+from wy_ascend.env import number
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import widened
@@ -133,16 +134,8 @@ def _entries(backend: str, runtime_dims: bool) -> tuple[Entry, ...]:
 
 def pool_size(default: int | None) -> int | None:
     """The run's pool size: ``WY_ASCEND_POOL`` if set (0 or empty: none), else the profile's."""
-    raw = os.environ.get(POOL_ENV)
-    if raw is None or raw == "":
-        return default
-    try:
-        size = int(raw)
-    except ValueError:
-        raise ValueError(f"{POOL_ENV} must be a whole number of pool entries (0: no pool), got {raw!r}") from None
-    if size < 0:
-        raise ValueError(f"{POOL_ENV} must be >= 0, got {size}")
-    return size or None
+    size = number(POOL_ENV, -1, int, "pool entries (0: no pool)")
+    return default if size < 0 else size or None
 
 
 def rotation_day(today: datetime.date | None = None) -> int:

@@ -42,6 +42,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from fuzz.counts import Counts, case_time
 from fuzz.strategies import CPU_SIZES, Sizes
+from wy_ascend.env import number
 
 PROFILE_ENV = "WY_ASCEND_PROFILE"
 BACKEND_ENV = "WY_ASCEND_BACKEND"
@@ -91,7 +92,7 @@ class Profile:
 
     def budget(self, prop: str) -> int:
         """Examples of property ``prop``: the profile's times ``WY_ASCEND_FUZZ_SCALE`` (default 1), at least 1."""
-        return max(1, round(self.examples[prop] * float(os.environ.get(SCALE_ENV) or 1.0)))
+        return max(1, round(self.examples[prop] * number(SCALE_ENV, 1.0, float, "times the examples", positive=True)))
 
     def settings_for(self, prop: str) -> Any:
         """Decorator of one property's test: its settings (its ``budget``), or a skip mark where
@@ -116,7 +117,7 @@ NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seq
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
 LARGE_SIZES = Sizes(max_tokens=2**20, max_tasks=2**20, max_seqs=2000, split_seqs=300, max_batch=8, max_heads=4,
                     max_value_heads=32, dims=(64, 128), plan_tasks=2**20, large_tokens=2**24,
-                    large_bytes=int(os.environ.get("WY_ASCEND_LARGE_BYTES", 96 * 2**30)))
+                    large_bytes=number("WY_ASCEND_LARGE_BYTES", 96 * 2**30, int, "bytes", positive=True))
 
 # Nightly pool: 24 entries (~130 specializations, compiled in parallel before the run); the cuda
 # enumeration's 384 entries take 16 nights to cover, the npu one's 576 take 24 (fuzz/pool.py).

@@ -19,7 +19,6 @@ and the child costs ~0.5 ms a case (1000 plan cases: ~0.5 s of a 160 s run).
 from __future__ import annotations
 
 import atexit
-import os
 import time
 from typing import Any
 
@@ -30,6 +29,7 @@ from fuzz.pool import run_pool
 from fuzz.profiles import TALLY, current
 from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
 from wy_ascend.backends import compiled_kernels
+from wy_ascend.env import switch
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
@@ -103,7 +103,7 @@ class _InProcess:
 
 def runner() -> CaseRunner | _InProcess:
     """This process's case runner (started on first use, stopped at exit)."""
-    if os.environ.get(IN_PROCESS_ENV) == "1":
+    if switch(IN_PROCESS_ENV, False):
         return _InProcess()
     if not _RUNNER:
         # cpu: children forked from a template (a crash's shrink candidates restart in ~10 ms);

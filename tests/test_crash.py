@@ -261,8 +261,8 @@ def test_unpicklable_exception_comes_back_as_runtime_error(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("value, error", [
-    ("", None), ("2.5", None), ("0", "must be positive"), ("-1", "must be positive"), ("nan", "must be positive"),
-    ("soon", "must be a number of seconds"),
+    ("", None), ("2.5", None), ("0", "must be a number of seconds > 0"), ("-1", "must be a number of seconds > 0"),
+    ("nan", "must be a number of seconds > 0"), ("soon", "must be a number of seconds > 0"),
 ])
 def test_the_case_timeout_variable_takes_positive_seconds(monkeypatch, value: str, error: str | None) -> None:
     from wy_ascend.testing.runner import TIMEOUT_ENV, case_timeout

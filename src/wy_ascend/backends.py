@@ -40,6 +40,7 @@ from typing import TypeVar
 
 import torch
 
+from .env import number, switch
 from .errors import BackendUnavailableError
 from .planning import INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
 
@@ -229,10 +230,7 @@ class Backend:
         or fuzz case has run it there."""
         if config.runtime_dims is not None:
             return config.runtime_dims
-        raw = os.environ.get(RUNTIME_DIMS_ENV, "")
-        if raw not in ("", "0", "1"):
-            raise ValueError(f"{RUNTIME_DIMS_ENV} must be 1 or 0, got {raw!r}")
-        return raw == "1" if raw else self.interpret
+        return switch(RUNTIME_DIMS_ENV, self.interpret)
 
     def narrow_tiles(self) -> bool:
         """Whether a K and a V that both pad to ``min_tile`` share one narrower tile
@@ -240,10 +238,7 @@ class Backend:
         NARROW_WARPS warps (``launch_warps``): on unless ``WY_ASCEND_NARROW_TILES=0`` (session 15 on
         the H200: the cuda device tests with it, the perf find replayed within its bound). Only where
         ``min_tile`` is above MIN_TILE (cuda): elsewhere a narrow K or V has its own narrow tile already."""
-        raw = os.environ.get(NARROW_TILES_ENV, "")
-        if raw not in ("", "0", "1"):
-            raise ValueError(f"{NARROW_TILES_ENV} must be 1 or 0, got {raw!r}")
-        return raw != "0" and self.min_tile > MIN_TILE
+        return switch(NARROW_TILES_ENV, True) and self.min_tile > MIN_TILE
 
     def lowp_dot(self, dtype: torch.dtype, K: int, V: int, BK: int, BV: int, config: LaunchConfig | None = None) -> bool:
         """bf16 dot operands for bfloat16 I/O, where ``WY_ASCEND_LOWP`` allows them:
@@ -474,10 +469,7 @@ FP32_DOT_WORK = {"fwd": 2048, "bwd": 1024}
 def fp32_dot_warps(kernel_name: str, BT: int, tile: int, lowp_dot: bool) -> int | None:
     """The warps a cuda launch of fp32 dots (``not lowp_dot``) whose widest tile is ``tile`` runs alone
     (None: ``WY_ASCEND_FP32_WARPS=0``, or the dots take bf16 operands)."""
-    raw = os.environ.get(FP32_WARPS_ENV, "")
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{FP32_WARPS_ENV} must be 1 or 0, got {raw!r}")
-    if raw == "0" or lowp_dot:
+    if not switch(FP32_WARPS_ENV, True) or lowp_dot:
         return None
     warps = 4
     while warps < 32 and BT * BT * tile > FP32_DOT_WORK[kernel_name] * 32 * warps:
@@ -498,7 +490,7 @@ def search_configs(warps: int | None) -> list[tuple[int, int]]:
     WY_ASCEND_AUTOTUNE=0), or ``warps`` alone where ``launch_warps`` gives them."""
     if warps is not None:
         return [(warps, 1)]
-    return CUDA_CONFIGS if os.environ.get(AUTOTUNE_ENV, "1") != "0" else CUDA_CONFIGS[:1]
+    return CUDA_CONFIGS if switch(AUTOTUNE_ENV, True) else CUDA_CONFIGS[:1]
 
 
 @cache
@@ -550,14 +542,7 @@ except subprocess.TimeoutExpired:
 
 def ptxas_timeout() -> float:
     """The per-config ptxas deadline in seconds (``WY_ASCEND_PTXAS_TIMEOUT``; 0 turns it off)."""
-    raw = os.environ.get(PTXAS_TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else PTXAS_TIMEOUT_S
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"{PTXAS_TIMEOUT_ENV} must be a number of seconds >= 0, got {raw!r}")
-    return value
+    return number(PTXAS_TIMEOUT_ENV, PTXAS_TIMEOUT_S, float, "seconds")
 
 
 @cache

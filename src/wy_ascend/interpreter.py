@@ -46,7 +46,6 @@ hangs and AI-core exceptions of the hardware itself.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -56,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from .env import switch
 from .errors import BackendUnavailableError
 
 EMULATION_ENV = "WY_ASCEND_EMULATION"
@@ -69,8 +69,8 @@ class AscendSemanticsError(RuntimeError):
 
 def emulation_default() -> bool:
     """Whether cpu-backend launches emulate Ascend semantics when the call does not say:
-    on unless ``WY_ASCEND_EMULATION`` is 0/false/off/no."""
-    return os.environ.get(EMULATION_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    on unless ``WY_ASCEND_EMULATION=0``."""
+    return switch(EMULATION_ENV, True)
 
 
 class _State:

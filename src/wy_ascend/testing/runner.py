@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from ..env import number
 from ..errors import WyAscendError
 from .case import Case
 
@@ -64,16 +65,7 @@ _HEADER = struct.Struct("!Q")
 
 def case_timeout(default: float = DEFAULT_TIMEOUT_S) -> float:
     """The per-case time limit: ``$WY_ASCEND_CASE_TIMEOUT`` (seconds) if set, else ``default``."""
-    value = os.environ.get(TIMEOUT_ENV)
-    if not value:
-        return default
-    try:
-        limit = float(value)
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, got {value!r}") from None
-    if not limit > 0:
-        raise ValueError(f"{TIMEOUT_ENV} must be positive, got {value!r}")
-    return limit
+    return number(TIMEOUT_ENV, default, float, "seconds", positive=True)
 
 
 def default_log() -> Path:

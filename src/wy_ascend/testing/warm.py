@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from ..backends import BACKENDS
+from ..env import number
 from .case import Case
 
 JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
@@ -89,14 +90,8 @@ def only_config(index: int) -> Iterator[None]:
 
 def default_jobs(backend: str) -> int:
     """Warm-up processes for ``backend``: ``WY_ASCEND_COMPILE_JOBS``, else the module doc's default."""
-    raw = os.environ.get(JOBS_ENV, "")
-    if raw:
-        try:
-            jobs = int(raw)
-        except ValueError:
-            jobs = -1
-        if jobs < 0:
-            raise ValueError(f"{JOBS_ENV} must be a whole number of processes >= 0, got {raw!r}")
+    jobs = number(JOBS_ENV, -1, int, "processes")
+    if jobs >= 0:
         return jobs
     if BACKENDS[backend].interpret or backend == "npu":
         return 0
