@@ -178,7 +178,7 @@ def test_memory_layout(case: Case) -> None:
 
 
 @PROFILE.settings_for("varlen_split")
-@given(case=_cases(SIZES.scaled(max_seqs=SIZES.split_seqs), varlen=True))
+@given(case=_cases(SIZES.scaled(max_seqs=SIZES.split_seqs)))
 def test_varlen_split(case: Case) -> None:
     check("varlen_split", case)
 

@@ -228,3 +228,24 @@ def test_bad_input_cases_draw_the_position() -> None:
     assert len({c.corrupt_at for c in drawn}) >= 50
     pairs = Counter(c.corrupt_at % (len(c.cu_seqlens) - 1) for c in drawn if c.cu_seqlens is not None)
     assert len(pairs) >= 3, pairs  # which pair of cu_seqlens varies (one-sequence batches have only pair 0)
+
+
+def test_varlen_split_holds_a_fixed_batch_to_its_rows_packed(monkeypatch) -> None:
+    """varlen_split draws fixed batches too: B rows of T tokens must give the bits of the same tokens
+    packed as B sequences. The fixed and the packed index math share nothing but the chunk body, so a
+    row offset wrong by a little (here: the packed run's last token of the last row nudged one unit)
+    fails it even where it stays within the oracle's bound."""
+    case = Case(B=3, T=20, H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend="cpu")
+    assert {"w", "u", "dk", "dv", "dbeta", "dg"} <= set(properties.check_varlen_split(case))
+    real = properties.run_ops
+
+    def nudged(c: Case, inputs: Any, **knobs: Any) -> Any:
+        out = real(c, inputs, **knobs)
+        if c.cu_seqlens is not None:
+            out["dg"][0, -1, 0] = torch.nextafter(out["dg"][0, -1, 0], torch.tensor(float("inf")))
+        return out
+
+    monkeypatch.setattr(properties, "run_ops", nudged)
+    with pytest.raises(properties.PropertyFailure,
+                       match="a fixed batch differs from its rows packed as sequences: dg: 1 elements differ"):
+        properties.check_varlen_split(case)

@@ -277,11 +277,11 @@ def test_cli_replay_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_cli_replay_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # varlen_split on a fixed-length case is a genuine PropertyFailure.
-    path = _stored(tmp_path, "varlen_split", Case(T=16))
+    # memory_layout on a case with nothing laid out is a genuine PropertyFailure.
+    path = _stored(tmp_path, "memory_layout", Case(T=16))
     assert main(["replay", str(path), "--backend", "cpu"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL: varlen_split needs a case with cu_seqlens" in out
+    assert "FAIL: memory_layout needs a case with memory layouts or chunk_indices" in out
 
 
 def test_cli_replay_fail_shows_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str],

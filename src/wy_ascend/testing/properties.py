@@ -625,11 +625,32 @@ def _slice_tokens(inputs: Inputs, a: int, b: int) -> Inputs:
     return Inputs(k[:, s], v[:, s], beta[:, s], A[:, s], g[:, s] if g is not None else None, dw[:, s], du[:, s], cu)
 
 
+def _packed(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
+    """A fixed B x T batch as one packed batch: its rows one after another, B sequences of T tokens."""
+    tokens = case.B * case.T
+    packed = case.replace(B=1, T=tokens, cu_seqlens=tuple(range(0, tokens + 1, case.T)), memory={})
+    def flat(x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(1, tokens, *x.shape[2:])
+
+    k, v, beta, A, g, dw, du, _ = inputs
+    cu = torch.arange(0, tokens + 1, case.T, dtype=case.dtype_of("cu_seqlens"), device=k.device)
+    return packed, Inputs(flat(k), flat(v), flat(beta), flat(A), flat(g) if g is not None else None, flat(dw),
+                          flat(du), cu)
+
+
 def check_varlen_split(case: Case) -> Metrics:
-    """A packed varlen batch equals its sequences run alone, bit for bit."""
-    if case.cu_seqlens is None:
-        raise PropertyFailure("varlen_split needs a case with cu_seqlens")
+    """A packed varlen batch equals its sequences run alone, and a fixed batch its rows packed as
+    sequences, bit for bit. Packed and fixed launches are two compiles on a compiled backend (the
+    varlen index math): there they are held to the rounding of two compiles (``_compile_tolerances``)."""
     inputs = build_inputs(case)
+    if case.cu_seqlens is None:
+        fixed = run_ops(case, inputs)
+        packed = run_ops(*_packed(case, inputs))
+        rows = {n: (x.reshape(1, -1, *x.shape[2:]) if x is not None else None) for n, x in fixed.items()}
+        names = FWD_NAMES + BWD_NAMES
+        compiled = not BACKENDS[backend_name(case)].interpret
+        return _bitwise("a fixed batch differs from its rows packed as sequences", rows, packed, names,
+                        _compile_tolerances(rows, names, case.BT) if compiled else None)
     packed = run_ops(case, inputs)
     metrics: Metrics = {}
     for i, (a, b) in enumerate(zip(case.cu_seqlens[:-1], case.cu_seqlens[1:])):
