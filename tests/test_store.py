@@ -336,3 +336,13 @@ def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", str(tmp_path)]) == 2
     assert any(line.split()[:2] == ["oracle-zzz.json", "MALFORMED"] for line in capsys.readouterr().out.splitlines())
     assert main(["list", str(tmp_path / "empty")]) == 0
+
+
+def test_dumps_nests_containers_one_per_line_and_keeps_scalar_lists_on_one() -> None:
+    """A stored file stays readable at any depth: keys sorted, two-space indents, a list holding
+    objects or lists broken one item a line, a list of scalars on one line; and it reads back equal."""
+    data = {"b": [1, 2.5, None], "a": [{"y": [3], "x": "s"}, [4, [5]]], "c": {}}
+    text = store.dumps(data)
+    assert text == ('{\n  "a": [\n    {\n      "x": "s",\n      "y": [3]\n    },\n    [\n      4,\n      [5]\n    ]\n  ],\n'
+                    '  "b": [1, 2.5, null],\n  "c": {}\n}')
+    assert json.loads(text) == data
