@@ -153,8 +153,8 @@ def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: P
         outcome = runner.run("plan_coverage", PLAN_CASE)
         assert outcome.metrics["fwd"]["tasks"] == 6 and not outcome.compiled and outcome.cpu_seconds >= 0
         # A property failure comes back as itself, raised at the child's line, the child's traceback its cause.
-        with pytest.raises(PropertyFailure, match="varlen_split needs a case with cu_seqlens") as info:
-            runner.run("varlen_split", PLAN_CASE)
+        with pytest.raises(PropertyFailure, match="memory_layout needs a case with memory layouts") as info:
+            runner.run("memory_layout", PLAN_CASE)
         assert isinstance(info.value.__cause__, RemoteTraceback)
         assert info.traceback[-1].path.name == "properties.py"
         # The cause prints as the child's traceback, on lines of its own below the parent's.

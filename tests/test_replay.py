@@ -38,14 +38,14 @@ def _table(out: str) -> dict[str, list[str]]:
 
 def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     passing = _file(tmp_path, "plan_coverage", PLAN)
-    failing = _file(tmp_path, "varlen_split", Case(T=16))  # a genuine PropertyFailure: no cu_seqlens
+    failing = _file(tmp_path, "memory_layout", Case(T=16))  # a genuine PropertyFailure: nothing laid out
     malformed = tmp_path / "oracle-bad.json"
     malformed.write_text("{")
     assert main(["replay", str(passing), str(malformed), str(failing), "--backend", "cpu"]) == 1
     out = capsys.readouterr().out
     rows = _table(out)
     assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
-    assert rows[failing.name][:2] == ["varlen_split", "FAIL"] and "cu_seqlens" in " ".join(rows[failing.name])
+    assert rows[failing.name][:2] == ["memory_layout", "FAIL"] and "layouts" in " ".join(rows[failing.name])
     assert rows["oracle-bad.json"][:2] == ["-", "MALFORMED"]
     assert "summary: 3 files, 1 pass, 1 fail, 1 malformed" in out
     assert list(rows) == [passing.name, malformed.name, failing.name]  # every file ran, in the order given
