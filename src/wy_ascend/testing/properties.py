@@ -629,6 +629,7 @@ def _packed(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
     """A fixed B x T batch as one packed batch: its rows one after another, B sequences of T tokens."""
     tokens = case.B * case.T
     packed = case.replace(B=1, T=tokens, cu_seqlens=tuple(range(0, tokens + 1, case.T)), memory={})
+
     def flat(x: torch.Tensor) -> torch.Tensor:
         return x.reshape(1, tokens, *x.shape[2:])
 
