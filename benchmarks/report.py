@@ -165,8 +165,10 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
                 + (f" {_f(o.get('copy_frac'), '.0%')} / {_f(f.get('copy_frac'), '.0%')} |" if copy else "")
                 + (f" {_f(o.get('kernel_ms'), '.4f')} / {_f(f.get('kernel_ms'), '.4f')} | "
                    f"{_met(c['kernel_met'], _f(c['kernel_ratio'], '.2f') + 'x')} |" if kernel else ""))
-        lines += ["", f"{title}: " + "; ".join(_verdict(group, key, what) for key, what in (
-            ("ratio", "time ratio (do_bench)"), ("kernel_ratio", "kernel-time ratio")) if key == "ratio" or kernel) + "."]
+        verdicts = [_verdict(group, "ratio", "time ratio (do_bench)")]
+        if kernel:
+            verdicts.append(_verdict(group, "kernel_ratio", "kernel-time ratio"))
+        lines += ["", f"{title}: " + "; ".join(verdicts) + "."]
         table = {"Headline shapes": SHAPES, "No-cliff grid": GRID}.get(title, {})
         missing = [name for name in table if name not in {c["shape"] for c in group}]
         if missing:  # a run cut short: its file has the shapes it reached

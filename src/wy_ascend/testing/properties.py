@@ -625,18 +625,17 @@ def _slice_tokens(inputs: Inputs, a: int, b: int) -> Inputs:
     return Inputs(k[:, s], v[:, s], beta[:, s], A[:, s], g[:, s] if g is not None else None, dw[:, s], du[:, s], cu)
 
 
+def _one_row(x: torch.Tensor | None) -> torch.Tensor | None:
+    """A [B, T, ...] tensor (input or output) as one row of B x T tokens, the rows one after another."""
+    return x.reshape(1, -1, *x.shape[2:]) if x is not None else None
+
+
 def _packed(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
     """A fixed B x T batch as one packed batch: its rows one after another, B sequences of T tokens."""
     tokens = case.B * case.T
     packed = case.replace(B=1, T=tokens, cu_seqlens=tuple(range(0, tokens + 1, case.T)), memory={})
-
-    def flat(x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(1, tokens, *x.shape[2:])
-
-    k, v, beta, A, g, dw, du, _ = inputs
-    cu = torch.arange(0, tokens + 1, case.T, dtype=case.dtype_of("cu_seqlens"), device=k.device)
-    return packed, Inputs(flat(k), flat(v), flat(beta), flat(A), flat(g) if g is not None else None, flat(dw),
-                          flat(du), cu)
+    cu = torch.arange(0, tokens + 1, case.T, dtype=case.dtype_of("cu_seqlens"), device=inputs.k.device)
+    return packed, Inputs._make([*map(_one_row, inputs[:-1]), cu])  # cu_seqlens last
 
 
 def check_varlen_split(case: Case) -> Metrics:
@@ -647,7 +646,7 @@ def check_varlen_split(case: Case) -> Metrics:
     if case.cu_seqlens is None:
         fixed = run_ops(case, inputs)
         packed = run_ops(*_packed(case, inputs))
-        rows = {n: (x.reshape(1, -1, *x.shape[2:]) if x is not None else None) for n, x in fixed.items()}
+        rows = {n: _one_row(x) for n, x in fixed.items()}
         names = FWD_NAMES + BWD_NAMES
         compiled = not BACKENDS[backend_name(case)].interpret
         return _bitwise("a fixed batch differs from its rows packed as sequences", rows, packed, names,
