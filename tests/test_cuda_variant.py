@@ -93,6 +93,7 @@ def test_the_cuda_autotuner_times_configs_by_short_graph_replays(monkeypatch) ->
 @pytest.mark.parametrize(("kernel", "BT", "tile", "warps"), [
     ("fwd", 64, 64, 4), ("fwd", 64, 128, 8), ("fwd", 128, 64, 16), ("fwd", 128, 128, 32),
     ("bwd", 32, 64, 4), ("bwd", 64, 64, 8), ("bwd", 128, 64, 32), ("bwd", 128, 128, 32),
+    ("bwd", 64, 16, 8), ("bwd", 128, 16, 32),  # the backward's BT^3 dots, whatever its tiles
 ])
 def test_fp32_dots_run_the_warps_that_compiled_in_seconds(monkeypatch, kernel, BT, tile, warps) -> None:
     """The warps of each fp32-dot launch the H200 runs (the offline compile table of FP32_DOT_WORK):
@@ -111,14 +112,16 @@ def test_fp32_dots_run_the_warps_that_compiled_in_seconds(monkeypatch, kernel, B
 
 @pytest.mark.parametrize("kernel", ["fwd", "bwd"])
 def test_fp32_dot_warps_are_the_fewest_within_the_work_limit(monkeypatch, kernel) -> None:
-    """For every chunk size and tile: the warps keep BT x BT x tile per thread within FP32_DOT_WORK
-    (up to 32 warps, a program's most), and half as many (down to 4) would not."""
+    """For every chunk size and tile: the warps keep the widest dot's multiply-adds (BT x BT x tile; the
+    backward's BT x BT x BT too) per thread within FP32_DOT_WORK (up to 32 warps, a program's most), and
+    half as many (down to 4) would not."""
     monkeypatch.setenv(backends.FP32_WARPS_ENV, "1")
     for BT in SUPPORTED_BT:
         for tile in (16, 32, 64, 128):
             warps = backends.fp32_dot_warps(kernel, BT, tile, False)
             assert warps in (4, 8, 16, 32)
-            per_thread, limit = BT * BT * tile / 32, backends.FP32_DOT_WORK[kernel]
+            widest = max(tile, BT) if kernel == "bwd" else tile
+            per_thread, limit = BT * BT * widest / 32, backends.FP32_DOT_WORK[kernel]
             assert per_thread / warps <= limit or warps == 32
             assert warps == 4 or per_thread / (warps // 2) > limit
 

@@ -1,7 +1,8 @@
 """The cuda backend's bf16 dot operands stay well inside the bf16 test bound.
 
 The kernels are emulated in float64 with every dot operand the cuda backend rounds to
-bf16 (k*beta*eg, v*beta, dA, dA A^T, S) rounded the same way; the emulation's error
+bf16 (the forward's k*beta*eg and v*beta; the backward's k*eg, dA, dA A^T, S) rounded the
+same way; the emulation's error
 against the given-A oracle must stay below 0.75x the oracle property's bound
 (properties.error_bounds, the rounding sensitivity included), on each whole output and on
 its worst block (a chunk and head: compare_to_oracle's block bound), on every input
@@ -50,7 +51,7 @@ def emulate(case: Case, x) -> dict[str, torch.Tensor]:
             out["w"][b, s:e, h], out["u"][b, s:e, h] = Ac @ _r(kb), Ac @ _r(vb)
             dwc, duc = dw[b, s:e, h], du[b, s:e, h]
             dkb, dvb = Ac.T @ dwc, Ac.T @ duc
-            dA = torch.tril(dwc @ _r(kb).T + duc @ _r(vb).T, -1)
+            dA = torch.tril((dwc @ _r(kk * eg[:, None]).T + duc @ v[b, s:e, h].T) * bb[None, :], -1)  # beta after
             dL = -torch.tril(Ac.T @ _r(_r(dA) @ Ac.T), -1) * torch.tril(torch.exp2(gg[:, None] - gg[None, :]), -1)
             KK, dLb = kk @ kk.T, dL * bb[:, None]
             out["dk"][b, s:e, h] = dkb * (bb * eg)[:, None] + _r(dLb + dLb.T) @ kk

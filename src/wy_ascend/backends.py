@@ -466,13 +466,22 @@ FP32_WARPS_ENV = "WY_ASCEND_FP32_WARPS"
 FP32_DOT_WORK = {"fwd": 2048, "bwd": 1024}
 
 
+def dot_work(kernel_name: str, BT: int, tile: int) -> int:
+    """Multiply-adds of a program's widest dot: the forward's A (BT x BT) times a tile (BT x tile);
+    the backward's also ``dA A^T`` and ``A^T dA``, BT x BT x BT whatever the tiles. Counting the tile
+    alone there gave a backward of 16-wide tiles at BT=128 8 warps where its BT^3 dots need 32: it
+    compiled for minutes on the H200 (a nightly's warm-up left it out after 90 s)."""
+    return BT * BT * (max(tile, BT) if kernel_name == "bwd" else tile)
+
+
 def fp32_dot_warps(kernel_name: str, BT: int, tile: int, lowp_dot: bool) -> int | None:
     """The warps a cuda launch of fp32 dots (``not lowp_dot``) whose widest tile is ``tile`` runs alone
-    (None: ``WY_ASCEND_FP32_WARPS=0``, or the dots take bf16 operands)."""
+    (None: ``WY_ASCEND_FP32_WARPS=0``, or the dots take bf16 operands): the fewest that keep ``dot_work``
+    per thread within FP32_DOT_WORK."""
     if not switch(FP32_WARPS_ENV, True) or lowp_dot:
         return None
     warps = 4
-    while warps < 32 and BT * BT * tile > FP32_DOT_WORK[kernel_name] * 32 * warps:
+    while warps < 32 and dot_work(kernel_name, BT, tile) > FP32_DOT_WORK[kernel_name] * 32 * warps:
         warps *= 2
     return warps
 

@@ -34,7 +34,12 @@ which are cheap on every backend and keep Triton's contiguity analysis (vector l
 Dots accumulate in fp32. Their operands are fp32 with TF32 off (exact IEEE products),
 or, with LOWP_DOT (cuda backend, bfloat16 I/O only), rounded to bf16 like
 flash-linear-attention's kernels: tensor-core speed at an error below the bf16 output
-rounding (measured by emulation at <= 0.61x the test bound, properties.py).
+rounding (measured by emulation, tests/test_lowp_dot_error.py). In the backward's
+``dA = dw (k*beta*eg)^T + du (v*beta)^T`` beta is applied to dA's columns after the dots, so
+the bf16 k and v enter them unrounded: rounding ``v*beta`` to bf16 perturbed v by up to half a
+bf16 ulp a second time, and where long gates make dg ill-conditioned in v (the H200 nightly's
+``regressions/oracle-9b568b6cb6df.json``, one chunk of a million tokens) that alone took dg to
+4x its bound in emulation (1.8e-2 against 1.6e-2 on the device), against 2e-3 for exact operands.
 The K and V tile loops are not software-pipelined (``num_stages=1``): triton 3.6 pipelines
 a loop of bf16 dots with a write-after-read race on a dot operand's shared buffer (the next
 iteration's copy lands while the async dot still reads it), which gave wrong dg/dbeta on
@@ -280,7 +285,13 @@ def _bwd_task(
             b_dg += tl.sum(b_dkb * b_kb, 1)
         else:
             b_db += tl.sum(b_dkb * b_k, 1)
-        b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
+        if LOWP_DOT:  # beta applied after the dots (below): bf16 k and v are exact operands
+            b_ke = b_k
+            if USE_G:
+                b_ke = b_k * b_eg[:, None]
+            b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
+        else:
+            b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
         if DOT_GUARD:
             b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
         elif LOWP_DOT:
@@ -303,9 +314,14 @@ def _bwd_task(
         b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
         b_db += tl.sum(b_dvb * b_v, 1)
         tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
-        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
+        if LOWP_DOT:
+            b_dA += _mm(b_du, tl.trans(b_v), LOWP_DOT)
+        else:
+            b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
+    if LOWP_DOT:
+        b_dA = b_dA * b_beta[None, :]  # dA's column j carries beta_j (LOWP_DOT paragraph above)
     b_dA = tl.where(m_L, b_dA, 0.0)
     b_dA = _mm(b_dA, b_At, LOWP_DOT)
     b_dM = _mm(b_At, b_dA, LOWP_DOT)  # b_At's last use: the last loop reloads it with DOT_GUARD
