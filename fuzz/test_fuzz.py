@@ -35,6 +35,7 @@ from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
 from wy_ascend.testing.properties import CORRUPTIONS, run_property, specialization_labels, widened
 from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
+from wy_ascend.testing.shrink import failing_block
 
 RUN = current()
 PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
@@ -62,7 +63,7 @@ def _record(prop: str, case: Case, error: BaseException, what: str = "minimal ca
     else:
         _note(error, f"{what} recorded in {path}")
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
-    TALLY.fail(prop, path, message if what == "minimal case" else f"({what}) {message}", case.to_dict())
+    TALLY.fail(prop, path, message if what.startswith("minimal case") else f"({what}) {message}", case.to_dict())
 
 
 # Properties whose first crash or timeout this process has recorded before shrinking it: shrinking
@@ -114,6 +115,18 @@ def runner() -> CaseRunner | _InProcess:
     return _RUNNER[0]
 
 
+def _one_block(run: CaseRunner | _InProcess, prop: str, case: Case, error: BaseException) -> tuple[Case, str]:
+    """The case to store for a final failure, and what it is: its failing block alone where the failure
+    names one and that block fails ``prop`` too (wy_ascend.testing.shrink), else the case itself."""
+    block = failing_block(case, error)
+    if block is not None:
+        try:
+            run.run(prop, block)
+        except Exception:  # noqa: BLE001 - the block fails alone: the smaller minimal case
+            return block, f"minimal case (the failing chunk of a case of {case.B * case.T} tokens)"
+    return case, "minimal case"
+
+
 def check(prop: str, case: Case) -> None:
     """Run property ``prop`` on ``case`` in the case runner; record the final (shrunk) failure,
     then re-raise it. Tallies the case's time (the runner's start excluded), its CPU time (the
@@ -137,7 +150,8 @@ def check(prop: str, case: Case) -> None:
             child_cpu, compiled = getattr(error, "case_cpu_seconds", 0.0), getattr(error, "case_compiled", True)
             phases = getattr(error, "case_phases", {})
         if current_build_context().is_final:
-            _record(prop, case, error)
+            stored, what = _one_block(run, prop, case, error)
+            _record(prop, stored, error, what)
         elif isinstance(error, CaseLost) and prop not in _LOST_RECORDED:
             _LOST_RECORDED.add(prop)
             _record(prop, case, error, "first seen, unshrunk")

@@ -96,7 +96,7 @@ def lay_out(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
 # leaves them out at the default, so a case that does not use them keeps the stored form and the
 # file name (store.case_hash) it had before they existed.
 LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None,
-                                 "beta_dtype": None, "g_dtype": None, "index_dtype": "int64"}
+                                 "beta_dtype": None, "g_dtype": None, "index_dtype": "int64", "offset": 0}
 
 
 class Inputs(NamedTuple):
@@ -147,6 +147,10 @@ class Case:
     g_dtype: str | None = None
     # cu_seqlens' dtype (and that of the chunk_indices passed with them): INDEX_DTYPES.
     index_dtype: str = "int64"
+    # Tokens of every input stream before the case's first: its B x T tokens are tokens offset ..
+    # offset + B*T - 1 of the streams' flat token axis, so one chunk of a large case is a case of its
+    # own size (``block_case``), with the same inputs.
+    offset: int = 0
 
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
@@ -158,6 +162,8 @@ class Case:
             if value not in DTYPES and (name == "dtype" or value is not None):
                 raise ValueError(f"{name} must be one of {sorted(DTYPES)}{'' if name == 'dtype' else ' or None'}, "
                                  f"got {value!r}")
+        if not isinstance(self.offset, int) or isinstance(self.offset, bool) or self.offset < 0:
+            raise ValueError(f"offset must be an int >= 0 (tokens before the case's first), got {self.offset!r}")
         if self.index_dtype not in INDEX_DTYPES:
             raise ValueError(f"index_dtype must be one of {sorted(INDEX_DTYPES)}, got {self.index_dtype!r}")
         if self.dist not in DISTRIBUTIONS:
@@ -234,7 +240,7 @@ class Case:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown case fields {sorted(unknown)}; known: {sorted(names)}")
-        for name in ("B", "T", "H", "HV", "K", "V", "BT", "seed", "corrupt_at"):
+        for name in ("B", "T", "H", "HV", "K", "V", "BT", "seed", "corrupt_at", "offset"):
             if name in d and (not isinstance(d[name], int) or isinstance(d[name], bool)):
                 raise TypeError(f"case field {name!r} must be an int, got {d[name]!r}")
         if "knobs" in d and not isinstance(d["knobs"], dict):
@@ -271,6 +277,17 @@ class Case:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
 
+    def block(self, start: int, end: int) -> Case:
+        """The chunk of tokens ``start .. end - 1`` of the flat [B*T] token axis (one of ``chunk_bounds``)
+        as a case of its own size with the same inputs (``offset``): what a failure confined to one
+        block shrinks to. Hypothesis cannot get there alone: a shorter T cuts the inputs at the end of
+        the streams, so a failing chunk deep in a large case is out of its reach."""
+        if not any((start, end) == (t0, t1) for _, t0, t1 in self.chunk_bounds()):
+            raise ValueError(f"tokens {start}:{end} are not a chunk of the case (chunk_bounds)")
+        n = end - start
+        return self.replace(B=1, T=n, cu_seqlens=(0, n) if self.cu_seqlens is not None else None,
+                            offset=self.offset + start)
+
     def token_chunks(self, cu: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The number of chunks (from the fields: no device read) and, on ``cu``'s device, per token
         of the flattened [B*T] axis, its chunk, its row in that chunk and the chunk's length
@@ -291,10 +308,11 @@ class Case:
         host_cu = torch.tensor(self.cu_seqlens, dtype=torch.int64) if self.cu_seqlens is not None else None
         cu = torch.arange(B + 1, device=work) * T if host_cu is None else host_cu.to(work)
 
-        def draw(kind: Callable[[int, rng.Draws, torch.device], list[torch.Tensor]],
+        def draw(kind: Callable[[int, rng.Draws, torch.device, list[int]], list[torch.Tensor]],
                  **shapes: tuple[int, ...]) -> list[torch.Tensor]:
-            """Tensors of the streams named (STREAMS), drawn in one pass."""
-            return kind(self.seed, [(STREAMS.index(name), shape) for name, shape in shapes.items()], work)
+            """Tensors of the streams named (STREAMS), drawn in one pass, from token ``offset`` on."""
+            return kind(self.seed, [(STREAMS.index(name), shape) for name, shape in shapes.items()], work,
+                        [self.offset * (math.prod(shape) // (B * T)) if B * T else 0 for shape in shapes.values()])
 
         k, v, beta, gate, dw, du = draw(rng.normal, k=(B, T, H, K), v=(B, T, HV, V), beta=(B, T, HV),
                                         gate=(B, T, HV), dw=(B, T, HV, K), du=(B, T, HV, V))

@@ -682,7 +682,15 @@ def check_widened_gates(case: Case) -> Metrics:
     The kernels compute in float32 whatever the gates' dtype, so this holds for every case, layout
     and variant. A step done in a gate's own dtype instead (exp2 of a bfloat16 g rounded to
     bfloat16, a sum rounded before it is used again) is an error of that dtype's size, which the
-    oracle's bound for a bfloat16 or float16 case admits; here it changes bits."""
+    oracle's bound for a bfloat16 or float16 case admits; here it changes bits.
+
+    The twin is another specialization (the gates' dtypes are in its key), so on a compiled backend
+    it is another compile of the same task body, held like varlen_split's to two compiles' rounding
+    (``_compile_tolerances``): the H200 nightly saw 3 float32 dg elements of B1 T1 H4 K=V=128 bf16
+    differ (regressions/widened_gates-a3ead19903c4.json), the bf16 outputs bit-equal; with the
+    backward's beta applied after its dots that case is bit-equal on the H200, and nothing in a
+    compiler's contract makes two compiles' fp32 sums agree bit for bit. The interpreter runs one
+    program for both, so the cpu backend keeps the bitwise check."""
     wide = widened(case)
     if wide == case:
         raise PropertyFailure("widened_gates needs a case whose beta or g is below float32")
@@ -692,7 +700,10 @@ def check_widened_gates(case: Case) -> Metrics:
     with phase("comparison"):
         back = {name: x.to(case.dtype_of(name)) if x is not None and name in ("dbeta", "dg") else x
                 for name, x in run_ops(wide, wide_inputs).items()}
-    return _bitwise("beta and g widened to float32 change the results", got, back, FWD_NAMES + BWD_NAMES)
+    names = FWD_NAMES + BWD_NAMES
+    compiled = not BACKENDS[backend_name(case)].interpret
+    return _bitwise("beta and g widened to float32 change the results", got, back, names,
+                    _compile_tolerances(got, names, case.BT) if compiled else None)
 
 
 def _dk_ways(case: Case) -> tuple[bool, dict[str, Any] | None]:

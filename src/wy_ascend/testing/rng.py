@@ -64,28 +64,33 @@ def bits(seed: int, stream: int, index: torch.Tensor) -> torch.Tensor:
     return _hash(seed, index.to(torch.int64) + (stream << STREAM_BITS))
 
 
-def _uniforms(seed: int, segments: list[tuple[int, int]], device: torch.device) -> torch.Tensor:
-    """float64 uniforms in [0, 1), multiples of 2**-53, of elements 0 .. n - 1 of each (stream, n)
-    in ``segments``, concatenated."""
-    counter = torch.cat([torch.arange(s << STREAM_BITS, (s << STREAM_BITS) + n, device=device) for s, n in segments])
+def _uniforms(seed: int, segments: list[tuple[int, int, int]], device: torch.device) -> torch.Tensor:
+    """float64 uniforms in [0, 1), multiples of 2**-53, of elements start .. start + n - 1 of each
+    (stream, start, n) in ``segments``, concatenated."""
+    counter = torch.cat([torch.arange((s << STREAM_BITS) + a, (s << STREAM_BITS) + a + n, device=device)
+                         for s, a, n in segments])
     return _srl(_hash(seed, counter), 11).to(torch.float64).mul_(2.0**-53)
 
 
-def uniform(seed: int, draws: Draws, device: torch.device) -> list[torch.Tensor]:
+def uniform(seed: int, draws: Draws, device: torch.device, starts: list[int] | None = None) -> list[torch.Tensor]:
     """A float64 tensor of uniforms in [0, 1) per (stream, shape): element i (row-major) from
-    ``bits`` of index i."""
+    ``bits`` of index ``start + i`` (``starts``: one per draw, default 0)."""
     sizes = [math.prod(shape) for _, shape in draws]
-    u = _uniforms(seed, [(s, n) for (s, _), n in zip(draws, sizes)], device)
+    starts = starts or [0] * len(draws)
+    u = _uniforms(seed, [(s, a, n) for (s, _), a, n in zip(draws, starts, sizes)], device)
     return [x.view(shape) for x, (_, shape) in zip(u.split(sizes), draws)]
 
 
-def normal(seed: int, draws: Draws, device: torch.device) -> list[torch.Tensor]:
-    """A float64 tensor of standard normals per (stream, shape): elements 2j and 2j + 1 are
-    Box-Muller's cosine and sine of the uniforms 2j and 2j + 1 (element i depends on i alone)."""
+def normal(seed: int, draws: Draws, device: torch.device, starts: list[int] | None = None) -> list[torch.Tensor]:
+    """A float64 tensor of standard normals per (stream, shape): elements 2j and 2j + 1 of a stream are
+    Box-Muller's cosine and sine of its uniforms 2j and 2j + 1 (element i depends on i alone); a draw
+    takes elements ``start + i`` (``starts``: one per draw, default 0)."""
     sizes = [math.prod(shape) for _, shape in draws]
-    even = [n + n % 2 for n in sizes]
-    u = _uniforms(seed, [(s, m) for (s, _), m in zip(draws, even)], device).view(-1, 2)
+    starts = starts or [0] * len(draws)
+    lead = [a % 2 for a in starts]  # a pair starts at an even element: draw from there, drop the lead
+    spans = [m + m % 2 for m in (n + p for n, p in zip(sizes, lead))]
+    u = _uniforms(seed, [(s, a - p, m) for (s, _), a, p, m in zip(draws, starts, lead, spans)], device).view(-1, 2)
     r = u[:, 0].neg().log1p_().mul_(-2.0).sqrt_()  # 1 - u in (0, 1]: r finite, at most 8.6
     theta = u[:, 1].mul_(2 * math.pi)
     z = torch.stack((torch.cos(theta).mul_(r), torch.sin(theta).mul_(r)), 1).view(-1)
-    return [x[:n].view(shape) for x, n, (_, shape) in zip(z.split(even), sizes, draws)]
+    return [x[p:p + n].view(shape) for x, p, n, (_, shape) in zip(z.split(spans), lead, sizes, draws)]
