@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from wy_ascend.testing import child
 from wy_ascend.testing import runner as runner_module
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure
@@ -230,7 +231,7 @@ def test_a_child_binds_the_accelerator_its_runner_names(monkeypatch) -> None:
     monkeypatch.setattr(torch, "npu", types.SimpleNamespace(set_device=lambda i: calls.append(("npu", i))), raising=False)
     monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.append(("cuda", i)))
     for device in ("npu:3", "cuda:1", "cpu", None, ""):
-        runner_module._bind_device(device)
+        child.bind_device(device)
     assert calls == [("npu", 3), ("cuda", 1)]
 
 

@@ -163,6 +163,12 @@ class Backend:
     autotune: bool
     interpret: bool
 
+    def device(self) -> torch.device:
+        """The device this backend runs on; BackendUnavailableError (with the reason) where it cannot
+        run here, before ``torch.device("npu")`` fails without torch_npu."""
+        check_available(self)
+        return torch.device(self.device_type)
+
     def num_cores(self, device: torch.device) -> int:
         """Persistent core-grid size of ``device`` (read once per device)."""
         return _device_cores(self.name, self.device_type, device.index)

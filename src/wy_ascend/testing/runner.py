@@ -49,10 +49,11 @@ from typing import IO, Any, NoReturn
 from ..env import number
 from ..errors import WyAscendError
 from .case import Case
+from .child import DEVICE_ENV, bind_device, die_with_parent
+from .device_memory import reserved_for
 
 TIMEOUT_ENV = "WY_ASCEND_CASE_TIMEOUT"  # seconds a case may run in the child (overrides the caller's default)
 LOG_ENV = "WY_ASCEND_CASE_LOG"  # default log file of the child's stderr (fuzz/conftest.py sets it per worker)
-DEVICE_ENV = "WY_ASCEND_RUNNER_DEVICE"  # "npu:N" / "cuda:N": the accelerator the child binds
 BACKEND_ENV = "WY_ASCEND_RUNNER_BACKEND"  # the backend whose kernels the child imports before it is ready
 DEFAULT_LOG = "wy-ascend-case-runner.log"
 DEFAULT_TIMEOUT_S = 600.0
@@ -498,35 +499,6 @@ def _portable(error: BaseException) -> BaseException:
     return RuntimeError(f"{type(error).__module__}.{type(error).__qualname__}: {error}")
 
 
-def _bind_device(device: str | None) -> None:
-    if not device or ":" not in device:
-        return
-    kind, index = device.split(":", 1)
-    import torch
-
-    if kind == "npu":
-        import torch_npu  # noqa: F401
-
-        torch.npu.set_device(int(index))  # type: ignore[attr-defined]
-    elif kind == "cuda":
-        torch.cuda.set_device(int(index))
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a hung case never
-    outlives a killed fuzz worker."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent died before prctl
-        os._exit(1)
-
-
 def _child_setup() -> None:
     """In a fresh child interpreter: stdout becomes stderr (the log) so no print reaches a pipe,
     SIGINT is ignored (the parent decides when a child stops), faulthandler dumps every thread
@@ -542,7 +514,7 @@ def _child_setup() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    _die_with_parent()
+    die_with_parent()
 
 
 def _imports() -> None:
@@ -565,7 +537,7 @@ def serve() -> None:
     """A spawned child: the protocol on its stdin/stdout, everything printed to stderr (the log)."""
     channel = _Channel(os.dup(0), os.dup(1))
     _child_setup()
-    _bind_device(os.environ.get(DEVICE_ENV))
+    bind_device(os.environ.get(DEVICE_ENV))
     _imports()
     _serve(channel)
 
@@ -593,7 +565,7 @@ def serve_forks() -> None:
                 code = 0
                 try:
                     sock.close()
-                    _die_with_parent()
+                    die_with_parent()
                     _serve(_Channel(fds[0], fds[1]))
                 except BaseException:  # noqa: BLE001 - a child never returns into the server's loop
                     traceback.print_exc()
@@ -639,7 +611,8 @@ def _serve(channel: _Channel) -> None:
         take()  # nothing timed before the case is its time
         cpu, kernels = time.process_time(), compiled_kernels()
         try:
-            metrics = run_property(prop, case)
+            with reserved_for(case):  # beside every other process's cases on this device (device_memory.py)
+                metrics = run_property(prop, case)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
             tb = e.__traceback__
             frames = traceback.extract_tb(tb) if tb is not None else []

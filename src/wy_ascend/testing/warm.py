@@ -37,6 +37,7 @@ import torch
 from ..backends import BACKENDS
 from ..env import number
 from .case import Case
+from .child import DEVICE_ENV, bind_device, die_with_parent
 
 JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
 # Configs tried per kernel at most: fla-core's forward, 3 warps x 3 stages (ours: 3).
@@ -109,13 +110,11 @@ _BUILDS: Any = None  # the pool's semaphore over input builds (BUILDS_AT_ONCE)
 def _worker_setup(builds: Any) -> None:
     """A worker: no fla-core result cache (its one-config picks must not be kept), dies with its
     parent, binds the parent's device, builds inputs under the pool's ``builds`` semaphore."""
-    from .runner import DEVICE_ENV, _bind_device, _die_with_parent
-
     global _BUILDS
     _BUILDS = builds
     os.environ["FLA_CACHE_RESULTS"] = "0"
-    _die_with_parent()
-    _bind_device(os.environ.get(DEVICE_ENV))
+    die_with_parent()
+    bind_device(os.environ.get(DEVICE_ENV))
 
 
 def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Calls], op: str, provider: str,
@@ -150,9 +149,8 @@ def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Call
 def compile_one(case: Case, op: str, provider: str, index: int) -> str:
     """``run_config`` of a perf case: its inputs and ``perf.op_calls``."""
     from .perf import op_calls
-    from .properties import device_of
 
-    device = device_of(case)
+    device = BACKENDS[case.backend or "cpu"].device()
     return run_config(case, device, lambda: op_calls(case, case.build_inputs(device)), op, provider, index)
 
 
