@@ -266,9 +266,9 @@ def lower_cuda(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_backend="none")
 def mutants(session: nox.Session) -> None:
-    """Mutation score: plant known bugs one at a time and check the fuzz suite catches each (fuzz/mutants.py)."""
+    """Mutation score: plant bugs one at a time and check the suite catches each (python -m mutation)."""
     backend = install(session)
-    session.run("python", "fuzz/mutants.py", *session.posargs, env=_env(backend))
+    session.run("python", "-m", "mutation", *session.posargs, env=_env(backend))
 
 
 def _without_backend(args: list[str]) -> list[str]:

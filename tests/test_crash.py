@@ -2,7 +2,7 @@
 
 A planted abort (``os.abort()`` in ``ops._Call.launch`` for T >= 33) and a planted hang
 (``time.sleep`` in ``planning.program_tasks`` for launches over 3 or more heads) are each applied to a copy of
-``src/`` (as fuzz/mutants.py does), which goes first on PYTHONPATH of a ``pytest fuzz/`` run
+``src/`` (as mutation/mutants.py does), which goes first on PYTHONPATH of a ``pytest fuzz/`` run
 with a temp store and report. The run must end normally (the abort kills a case runner's child, not
 the xdist worker), leave ``crash-*.json``/``timeout-*.json`` with the signal or the limit and
 the versions, keep the child's stack dump out of the terminal (it is in the worker's log), and

@@ -1,4 +1,4 @@
-"""fuzz/generated_mutants.py without running pytest: sites, sampling, the mutants it writes, the report.
+"""mutation/generated.py without running pytest: sites, sampling, the mutants it writes, the report.
 
 The mutants are built on the real src/wy_ascend (read once per module, so an edit made while the
 tests run cannot mix two versions); a few sites per file and operator keep this under a few seconds.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import generated_mutants as gm
-from fuzz import mutants as hand
+from mutation import generated as gm
+from mutation import mutants as hand
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@ its Ascend emulation shows what only an NPU would (a clobbered dot operand, a do
 with itself, an address outside every tensor, a read-after-write with no barrier between, int32 wrap-around, a program
 id folded to a constexpr), which makes every dot guard
 of kernels.py a tested line: dropping any one fails the oracle with the emulation on and
-passes with it off (the guard mutants of fuzz/mutants.py)."""
+passes with it off (the guard mutants of mutation/mutants.py)."""
 
 from __future__ import annotations
 
@@ -291,7 +291,7 @@ GUARD_CASES = (
 
 
 def _guard_mutants() -> list:
-    from fuzz.mutants import MUTANTS
+    from mutation.mutants import MUTANTS
 
     return [m for m in MUTANTS if m.emulated]
 
@@ -299,7 +299,7 @@ def _guard_mutants() -> list:
 def _load_mutated(mutant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Apply ``mutant`` to a copy of the package and swap the mutated module in (kernels.py: its
     entry kernels; ops.py: the mutated op functions), undone by monkeypatch at the end."""
-    from fuzz.mutants import mutate
+    from mutation.mutants import mutate
     from wy_ascend import kernels
     from wy_ascend.testing import properties
 

@@ -1,12 +1,12 @@
 """Mutation score of the fuzz suite: plant known bugs, one at a time, and check the suite fails.
 
-    python fuzz/mutants.py                 # every mutant the ci profile can catch, one at a time
-    python fuzz/mutants.py --jobs 2        # two mutants in parallel
-    python fuzz/mutants.py --only bwd_row_mask_dropped --only fwd_gate_sign
-    python fuzz/mutants.py --check         # only check that every snippet occurs exactly once
-    python fuzz/mutants.py --list
+    python -m mutation                 # every mutant the ci profile can catch, one at a time
+    python -m mutation --jobs 2        # two mutants in parallel
+    python -m mutation --only bwd_row_mask_dropped --only fwd_gate_sign
+    python -m mutation --check         # only check that every snippet occurs exactly once
+    python -m mutation --list
     nox -s mutants -- --jobs 2
-    nox -s mutants -- --generated 150 [--seed S] [--jobs J]   # AST-generated mutants: fuzz/generated_mutants.py
+    nox -s mutants -- --generated 150 [--seed S] [--jobs J]   # AST-generated mutants: mutation/generated.py
 
 For each mutant: copy ``src/`` to a temp dir, replace one exact snippet (it must occur
 exactly once in the current source, else the catalog is stale and the run stops), and run
@@ -28,7 +28,7 @@ can build one, and neither can the fuzz suite's ``large`` profile as configured:
 byte budget (``WY_ASCEND_LARGE_BYTES``, 96 GiB) over the ~96 host bytes each element of the
 largest tensor costs (float64 inputs, casts, oracle) caps a case near 2**30 elements. What
 catches them is ``tests/test_large.py`` on a CUDA device (4.5M tokens, offsets to 2.3e9):
-``python fuzz/mutants.py --include-large --only int32_row_base --tests tests/test_large.py``.
+``python -m mutation --include-large --only int32_row_base --tests tests/test_large.py``.
 They are listed but not run by default.
 
 Equivalent mutants are not in the catalog, e.g. dropping the ``tl.minimum(.., BT)`` of
@@ -344,7 +344,7 @@ def check_catalog(package: Path = PACKAGE) -> list[str]:
 
 
 GUARD = '''\
-"""pytest plugin of fuzz/mutants.py: every wy_ascend module must come from the mutated copy."""
+"""pytest plugin of mutation/mutants.py: every wy_ascend module must come from the mutated copy."""
 import json, os, sys
 from pathlib import Path
 
@@ -486,10 +486,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(a.split("=")[0] in ("--generated", "--recheck") for a in argv):  # AST mutants, own runner
-        if __package__:
-            from .generated_mutants import main as generated
-        else:
-            from generated_mutants import main as generated  # type: ignore[no-redef]
+        from .generated import main as generated
+
         return generated(argv)
     args = parse_args(argv)
     if args.list:
@@ -566,6 +564,3 @@ def main(argv: list[str] | None = None) -> int:
         survivors.append("(stale catalog)")
     return 1 if survivors else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

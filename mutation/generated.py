@@ -1,11 +1,11 @@
 """Generated mutants: AST mutation operators over src/wy_ascend, sampled and run with CI's commands.
 
-    python fuzz/mutants.py --generated 150                  # sample 150 (seed 0), run them, 2 at a time
-    python fuzz/mutants.py --generated 150 --seed 3 --jobs 2 --report /tmp/m.json
-    python fuzz/mutants.py --generated 150 --dry-run        # the sample and its diffs, nothing run
-    python fuzz/mutants.py --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
-    python fuzz/mutants.py --generated 150 --worktree      # the working tree, uncommitted edits included
-    python fuzz/mutants.py --recheck old.json --report new.json   # old.json's survivors on this tree
+    python -m mutation --generated 150                  # sample 150 (seed 0), run them, 2 at a time
+    python -m mutation --generated 150 --seed 3 --jobs 2 --report /tmp/m.json
+    python -m mutation --generated 150 --dry-run        # the sample and its diffs, nothing run
+    python -m mutation --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
+    python -m mutation --generated 150 --worktree      # the working tree, uncommitted edits included
+    python -m mutation --recheck old.json --report new.json   # old.json's survivors on this tree
     nox -s mutants -- --generated 150 [--seed S] [--jobs J]
 
 Sites. Every ``.py`` under src/wy_ascend (kernels included) is parsed fresh at the start of
@@ -56,7 +56,7 @@ caches and outputs).
 Each mutant (and the unmutated baseline first) gets its own copy of src/ with the one file
 mutated, first on PYTHONPATH, a temp Hypothesis database, fuzz report, and a regression
 store seeded with the real regressions/*.json (so CI's replay runs, and nothing real is
-written), and fuzz/mutants.py's guard plugin (every ``wy_ascend`` module must come from the
+written), and mutation/mutants.py's guard plugin (every ``wy_ascend`` module must come from the
 mutated copy). CI's commands run one after the other (this order until one of them has
 killed more of the file's mutants than the other), each with ``-x -q -p no:cacheprovider``
 and without xdist (the parallelism is across mutants, ``--jobs``):
@@ -82,7 +82,7 @@ than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict with
 timeout, as CI would time out too), ``invalid`` (the mutated package does not import; not
 counted), ``error`` (anything else: the guard, SIGKILL, a usage error; not counted, rerun on
 resume). Score = (killed + timeout) / (killed + timeout + survived); with ``--equivalent
-FILE`` (JSON ``[{"id" or "key", "reason"}]``, default fuzz/equivalent_mutants.json when it
+FILE`` (JSON ``[{"id" or "key", "reason"}]``, default mutation/equivalent.json when it
 exists) the survivors argued equivalent are left out of the denominator as well.
 
 Report: ``--report PATH`` (default mutants-report.json in the repository root) and the same
@@ -123,15 +123,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-if __package__:
-    from . import mutants as hand
-else:  # run as a script next to fuzz/mutants.py (sys.path[0] is fuzz/)
-    import mutants as hand  # type: ignore[no-redef]
+from . import mutants as hand
 
 ROOT = hand.ROOT
 PACKAGE_NAME = "wy_ascend"
 DEFAULT_REPORT = "mutants-report.json"
-DEFAULT_EQUIVALENT = "fuzz/equivalent_mutants.json"
+DEFAULT_EQUIVALENT = "mutation/equivalent.json"
 # CI's commands (.ci/run: nox -s tests, nox -s regress, nox -s fuzz -- --profile ci): cheapest first.
 CI_COMMANDS: tuple[tuple[str, ...], ...] = (("tests/",), ("fuzz/", "--profile", "ci"))
 PYTEST_FLAGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "_wy_mutant_guard", "-p", "_wy_gen_plugin")
@@ -714,7 +711,7 @@ def build_mutants(sources: dict[str, str], sites: list[Site]) -> tuple[list[Muta
 # --------------------------------------------------------------------------- running
 
 PLUGIN = '''\
-"""pytest plugin of fuzz/generated_mutants.py: import check, no shrinking, test order, first failure."""
+"""pytest plugin of mutation/generated.py: import check, no shrinking, test order, first failure."""
 import json, os, sys, traceback
 from pathlib import Path
 
@@ -1051,7 +1048,7 @@ def fingerprint(root: Path, under: str | None = None) -> str:
     for p in sorted(base.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             rel = p.relative_to(root).as_posix()
-            if rel in ("fuzz/generated_mutants.py", "fuzz/mutants.py", DEFAULT_EQUIVALENT) or rel.startswith(
+            if rel.startswith("mutation/") or rel.startswith(
                     "mutants-report"):
                 continue  # the runner, its equivalence list and its report: no verdict depends on them
             h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
@@ -1175,7 +1172,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="fuzz/mutants.py --generated", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m mutation --generated", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--generated", type=int, metavar="N", help="how many mutants to sample")
     p.add_argument("--recheck", type=Path, metavar="REPORT",
@@ -1343,7 +1340,7 @@ def main(argv: list[str] | None = None) -> int:
                 todo.append(m)
         equivalent = load_equivalent(args.equivalent)
         doc: dict[str, Any] = {
-            "tool": "fuzz/generated_mutants.py", "n": len(mutants), "seed": args.seed,
+            "tool": "mutation/generated.py", "n": len(mutants), "seed": args.seed,
             "recheck_of": str(args.recheck) if args.recheck else None,
             "sampling": "uniform" if args.uniform else f"stratified by file (min {args.min_per_file})",
             "operators": sorted(operators), "sites": len(sites), "sites_per_file": dict(sorted(per_file.items())),
@@ -1454,6 +1451,3 @@ def main(argv: list[str] | None = None) -> int:
                   "start", file=sys.stderr)
         return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
