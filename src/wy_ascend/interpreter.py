@@ -19,10 +19,12 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
   ``AscendSemanticsError`` here instead of reading or writing host memory (with the emulation
   off too: such an access is a bug on every device).
 * a load of global memory that the same program stored since its last ``tl.debug_barrier()``,
-  or that another program of the same launch stored, raises ``AscendSemanticsError`` (with the
-  emulation off too): on a GPU other threads of the program may read before the store lands (the
-  barrier syncs them), Ascend's store and load pipes (MTE3, MTE2) are not ordered for global
-  memory without one, and the programs of a launch run in any order on both. Such a
+  or that another program of the same launch stored (before or after the load: a store of what
+  another program loaded raises too), raises ``AscendSemanticsError`` (with the emulation off
+  too): on a GPU other threads of the program may read before the store lands (the barrier syncs
+  them), Ascend's store and load pipes (MTE3, MTE2) are not ordered for global memory without
+  one, and the programs of a launch run in any order on both. A load spanning several tensor
+  arguments is checked in each. Such a
   read-after-write is exact on the interpreter, which runs one program after another.
 * a store to global memory that another program of the same launch stored raises
   ``AscendSemanticsError`` (with the emulation off too): which value lands depends on the programs'
@@ -30,11 +32,36 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md secti
   row too wide into the next task's rows is overwritten by that task's program and every output
   comes out right here; a program storing an address twice is in order and allowed.
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
-  values in numpy int32, which wraps already (tests/test_interpreter.py checks it).
+  values in numpy int32, which wraps already (the conformance suite checks it).
 
 * a program id of a grid axis of 1 folds to a constexpr in Ascend's frontend: under the
   emulation ``tl.program_id`` returns one there, whose ``.to()`` raises ``AscendSemanticsError``
-  (on the NPU it does not compile; ``tl.cast`` does).
+  (on the NPU it does not compile; ``tl.cast`` does). It stays a constexpr assigned to a name,
+  passed to a helper and in arithmetic with constants, as in the frontend.
+
+Situations each rule covers, every combination of these (tests/test_emulation_conformance.py
+breaks each rule in them, drawn by Hypothesis, and checks its compliant twin passes; a load or
+store's lanes are all, or one half masked off):
+
+* clobber: dtype float32|float16|bfloat16; operand tile|transposed|permuted|reshaped; masked no|yes;
+  read store|dot|arithmetic; emulation on|off
+* shared: dtype float32|float16|bfloat16; pair same|transposed|transposed-left|permuted|reshaped;
+  masked no|yes; emulation on|off
+* bounds: access load|store; dtype float32|float16|bfloat16|int32|int64; index int32|int64; side
+  below|past; masked no|yes; emulation on|off
+* barrier: programs 1|2; op store|barrier|load; length 1|2|3; lanes all|low|high; dtype
+  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; grid-axis 0|1;
+  emulation on|off
+* race: programs 1|2; op store|barrier|load; length 1|2|3; lanes all|low|high; dtype
+  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; grid-axis 0|1;
+  emulation on|off
+* wrap: op add|sub|mul; operand program-id|argument|arange; index int32|int64
+* folded: axis 0|1|2; size 1|2; form direct|assigned|derived|helper; conversion to|cast; emulation
+  on|off
+
+(barrier and race: each program runs a sequence of ``length`` ops, each op a store, a barrier or a
+load of one scratch tensor's lanes; ``allocations two``: each load also reads a second tensor;
+``index``: the offsets' type; ``wrap``'s int64 is the twin that does not wrap.)
 
 Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
 assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
@@ -76,15 +103,16 @@ def emulation_default() -> bool:
 class _State:
     """What the emulation hooks need during a launch: on or off, the allocations of the current
     launch's tensor arguments (byte ranges [start, end)), and per allocation the addresses the
-    running program stored since its last barrier (``stored``), all it stored (``program``) and
-    what the launch's earlier programs stored (``launch``: a flag per element of the allocation,
-    the store's element size, ``itemsize``)."""
+    running program stored since its last barrier (``stored``), what it stored and loaded
+    (``program``, keyed by ``("stored" | "loaded", allocation)``) and what the launch's earlier
+    programs stored and loaded (``launch``, same keys: a flag per element of the allocation, the
+    access's element size, ``itemsize``)."""
 
     active = False
     ranges: list[tuple[int, int]] = []
     stored: dict[int, list[Any]] = {}
-    program: dict[int, list[Any]] = {}
-    launch: dict[int, Any] = {}
+    program: dict[tuple[str, int], list[Any]] = {}
+    launch: dict[tuple[str, int], Any] = {}
     itemsize: dict[int, int] = {}
 
 
@@ -262,31 +290,32 @@ def _poison(handle: Any) -> None:
         handle.data = np.full(data.shape, fill, dtype=data.dtype)
 
 
-def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> tuple[Any, int | None]:
+def _check_addresses(kind: str, ptrs: Any, mask: Any, itemsize: int) -> list[tuple[int, Any]]:
     """Every active address of a load/store lies inside one tensor argument's allocation. Returns
-    the active addresses and the index of the allocation that holds them all (None: several)."""
+    the active addresses grouped by the allocation that holds them, ``(allocation, addresses)``."""
     if not _STATE.ranges:
-        return None, None
+        return []
     addresses = np.asarray(ptrs.data)[np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))]
     if addresses.size == 0:
-        return addresses, None
+        return []
     lo, hi = int(addresses.min()), int(addresses.max()) + itemsize
     for i, (start, end) in enumerate(_STATE.ranges):
         if start <= lo and hi <= end:
-            return addresses, i
-    outside = [int(a) for a in addresses if not any(s <= int(a) and int(a) + itemsize <= e for s, e in _STATE.ranges)]
-    if not outside:
-        return addresses, None  # the active addresses span several arguments, each inside one
-    raise AscendSemanticsError(
-        f"{kind} of {len(outside)} active element(s) outside every tensor argument's allocation (the NPU's MTE "
-        f"faults: DDR address out of range), first at byte address {outside[0]:#x}; at {_kernel_location()}")
+            return [(i, addresses)]
+    owner = np.full(addresses.shape, -1)
+    for i, (start, end) in enumerate(_STATE.ranges):
+        owner[(owner < 0) & (addresses >= start) & (addresses + itemsize <= end)] = i
+    if (outside := addresses[owner < 0]).size:
+        raise AscendSemanticsError(
+            f"{kind} of {outside.size} active element(s) outside every tensor argument's allocation (the NPU's MTE "
+            f"faults: DDR address out of range), first at byte address {int(outside[0]):#x}; at {_kernel_location()}")
+    # the active addresses span several arguments, each inside one: each allocation's checked on its own
+    return [(int(i), addresses[owner == i]) for i in np.unique(owner)]
 
 
-def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
+def _check_read_after_write(addresses: Any, allocation: int) -> None:
     """A load reads no address its program stored since the last barrier, nor one an earlier
     program of the launch stored (module doc)."""
-    if allocation is None:
-        return
     for earlier in _STATE.stored.get(allocation, ()):
         hit = np.intersect1d(addresses, earlier)
         if hit.size:
@@ -294,26 +323,33 @@ def _check_read_after_write(addresses: Any, allocation: int | None) -> None:
                 f"load of {hit.size} element(s) this program stored since its last tl.debug_barrier(), first at byte "
                 f"address {int(hit[0]):#x}: without a barrier between, other threads of the program (a GPU) or the "
                 f"load pipe (Ascend) may read them before the store lands; at {_kernel_location()}")
-    _check_other_programs("load", addresses, allocation, "this reads either value")
+    _check_other_programs("load", addresses, allocation, "stored", "this reads either value")
 
 
-def _check_other_programs(kind: str, addresses: Any, allocation: int | None, outcome: str) -> None:
-    """No address of this load or store (``kind``) is one an earlier program of the launch stored (module doc)."""
-    if allocation is None or (others := _STATE.launch.get(allocation)) is None:
+def _check_other_programs(kind: str, addresses: Any, allocation: int, did: str, outcome: str) -> None:
+    """No address of this load or store (``kind``) is one an earlier program of the launch stored or
+    loaded (``did``; module doc)."""
+    if (others := _STATE.launch.get((did, allocation))) is None:
         return
     hit = addresses[others[(addresses - _STATE.ranges[allocation][0]) // _STATE.itemsize[allocation]]]
     if hit.size:
         raise AscendSemanticsError(
-            f"{kind} of {hit.size} element(s) another program of this launch stored, first at byte address "
+            f"{kind} of {hit.size} element(s) another program of this launch {did}, first at byte address "
             f"{int(hit[0]):#x}: a launch's programs run in any order (and at once) on a device, so {outcome}; "
             f"at {_kernel_location()}")
 
 
+def _record(did: str, addresses: Any, allocation: int, itemsize: int) -> None:
+    """Note that the running program ``did`` ("stored" or "loaded") these addresses."""
+    _STATE.program.setdefault((did, allocation), []).append(addresses)
+    _STATE.itemsize[allocation] = itemsize
+
+
 def _next_program() -> None:
-    """Forget the running program's barrier window and add its stores to the launch's."""
-    for allocation, arrays in _STATE.program.items():
+    """Forget the running program's barrier window and add its stores and loads to the launch's."""
+    for (did, allocation), arrays in _STATE.program.items():
         (start, end), size = _STATE.ranges[allocation], _STATE.itemsize[allocation]
-        flags = _STATE.launch.setdefault(allocation, np.zeros((end - start) // size, dtype=bool))
+        flags = _STATE.launch.setdefault((did, allocation), np.zeros((end - start) // size, dtype=bool))
         for addresses in arrays:
             flags[(addresses - start) // size] = True
     _STATE.stored, _STATE.program = {}, {}
@@ -365,18 +401,19 @@ def _install_emulation_once() -> None:
     # unguarded cuda variant, which runs without the emulation, would otherwise read garbage that
     # only sometimes shows (a k^T load with its mask dropped passed one fuzz run and failed another).
     def load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
-        addresses, allocation = _check_addresses("load", ptrs, mask, max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
-        _check_read_after_write(addresses, allocation)
+        itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+        for allocation, addresses in _check_addresses("load", ptrs, mask, itemsize):
+            _check_read_after_write(addresses, allocation)
+            _record("loaded", addresses, allocation, itemsize)
         return masked_load(self, ptrs, mask, *args)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
         itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-        addresses, allocation = _check_addresses("store", ptrs, mask, itemsize)
-        _check_other_programs("store", addresses, allocation, "which value lands is a race")
-        if allocation is not None and addresses.size:
+        for allocation, addresses in _check_addresses("store", ptrs, mask, itemsize):
+            _check_other_programs("store", addresses, allocation, "stored", "which value lands is a race")
+            _check_other_programs("store", addresses, allocation, "loaded", "that load reads either value")
             _STATE.stored.setdefault(allocation, []).append(addresses)
-            _STATE.program.setdefault(allocation, []).append(addresses)
-            _STATE.itemsize[allocation] = itemsize
+            _record("stored", addresses, allocation, itemsize)
         return masked_store(self, ptrs, value, mask, *args)
 
     # The interpreter runs a launch's programs one after another, each from set_grid_idx.
@@ -397,16 +434,32 @@ def _install_emulation_once() -> None:
 
     class FoldedProgramId(triton.language.constexpr):
         """A program id of a grid axis of 1 as Ascend's frontend sees it: a constexpr (arithmetic with
-        it works; ``tl.cast`` takes it), on which ``.to()`` does not compile."""
+        it works; ``tl.cast`` takes it), on which ``.to()`` does not compile. It stays one where the
+        frontend keeps a constexpr: assigned to a name, and in arithmetic with constants."""
 
         def to(self, *args: Any, **kwargs: Any) -> Any:
             raise AscendSemanticsError(
                 ".to() on a program id of a grid axis of 1: Ascend folds that program id to a constexpr, and .to() "
                 f"on a constexpr does not compile there; use tl.cast; at {_kernel_location()}")
 
+    def folding(name: str) -> Any:
+        def op(self: Any, *other: Any) -> Any:
+            out = getattr(triton.language.constexpr, name)(self, *other)
+            return FoldedProgramId(out.value) if type(out.value) is int else out
+        return op
+
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+                 "__rfloordiv__", "__mod__", "__neg__"):
+        setattr(FoldedProgramId, name, folding(name))
+
     def folded_program_id(axis: int, builder: Any) -> Any:
         pid = program_id(axis, builder)
         return FoldedProgramId(0) if _STATE.active and builder.grid_dim[axis] == 1 else pid
+
+    def kept_constexpr(x: Any, builder: Any, check_type: bool = True) -> Any:
+        # The interpreter turns every assigned value into a tensor (to_tensor(..., False)); the frontend
+        # keeps an assigned constexpr one.
+        return x if isinstance(x, FoldedProgramId) and not check_type else to_tensor(x, builder, check_type)
 
     builder.create_dot = dot
     builder.create_masked_load = load
@@ -414,5 +467,6 @@ def _install_emulation_once() -> None:
     builder.create_barrier = barrier
     builder.set_grid_idx = grid_idx
     interpreter.GridExecutor._init_args_hst = init_args_hst
-    program_id = triton.language.semantic.program_id
+    program_id, to_tensor = triton.language.semantic.program_id, triton.language.semantic.to_tensor
     triton.language.semantic.program_id = folded_program_id
+    triton.language.semantic.to_tensor = kept_constexpr
