@@ -166,7 +166,7 @@ def time_lines(report: dict[str, Any]) -> list[str]:
              f"{t['worker_seconds']:.0f} s; `other` is what no column accounts for.", "",
              "| property | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for name, p in sorted(report.get("properties", {}).items()):
-        cells = [f"{p.get('time', {}).get(c, 0.0):.1f}" for c in CASE_COLUMNS] + ["", ""]
+        cells = [f"{p.get('time', {}).get(c, 0.0):.1f}" for c in CASE_COLUMNS] + [""] * (len(RUN_COLUMNS) - len(CASE_COLUMNS))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **total** | " + " | ".join(f"{t['columns'][c]:.1f}" for c in RUN_COLUMNS) + " |")
     return lines

@@ -72,6 +72,7 @@ from typing import Any
 import pytest
 
 from fuzz import profiles
+from fuzz.accounting import Accounting
 from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pool_coverage, pool_line, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 from wy_ascend.env import number, switch
@@ -194,6 +195,7 @@ class FuzzReport:
         self.tests: dict[str, str] = {}
         self.devices: dict[str, str | None] = {}
         self.nodes: set[str] = set()  # the xdist workers started
+        self.accounting = Accounting(lambda nodeid: _property_of(nodeid) is not None)  # the controller's
         self.final: dict[str, Any] | None = None
         self.interrupted = False
         self.path = self.report_path()
@@ -259,6 +261,15 @@ class FuzzReport:
         """xdist controller: workers write their progress next to the controller's report."""
         node.workerinput[_PATH_KEY] = str(self.path)
         self.nodes.add(node.workerinput["workerid"])
+        self.accounting.node_created(node.workerinput["workerid"])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        self.accounting.node_ready(node.workerinput["workerid"])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.accounting.node_down(node.workerinput["workerid"])
 
     def pytest_report_header(self) -> list[str]:
         p = self.run.profile
@@ -274,6 +285,7 @@ class FuzzReport:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.accounting.test_started()
         if TALLY.progress is not None:
             TALLY.progress.test = item.nodeid
 
@@ -301,6 +313,7 @@ class FuzzReport:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker:
             return
+        self.accounting.report(report.nodeid, report.duration)
         prop = _property_of(report.nodeid)
         if report.when == "call" or report.failed:
             self.tests[report.nodeid] = report.outcome
@@ -387,7 +400,8 @@ class FuzzReport:
             "specializations": dict(sorted(counts.specializations.items())),
             **pool_coverage(profiles.POOL_LABELS, counts.specializations),
             "warmup_slow": profiles.WARMUP_SLOW,
-            "time": breakdown(props, elapsed, len(self.nodes | set(self.devices)) or 1, profiles.WARMUP_SECONDS),
+            "time": breakdown(props, elapsed, len(self.nodes | set(self.devices)) or 1, profiles.WARMUP_SECONDS,
+                              self.accounting.columns(self.start + elapsed, self.start + profiles.WARMUP_SECONDS)),
         }
 
     def report_path(self) -> Path:

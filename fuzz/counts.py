@@ -10,15 +10,18 @@ per property, summed over the processes: worker-seconds):
   and arguments, the ops calls, the float64 oracle, the metrics and tolerances;
   wy_ascend.testing.phases), up to and including the test's first failing case;
 * ``compile``: the ``kernel`` phase of a case that compiled a kernel;
+* ``device_wait``: a case waiting for its device memory beside other processes' cases
+  (wy_ascend.testing.device_memory);
 * ``runner``: the rest of a case's time: starting a case runner's child, the round trip to it,
   the property's work outside the phases (all of plan_coverage's planning);
 * ``cut_short``: the whole time of a case that crashed or hung its runner (no phases come back);
 * ``shrinking``: everything after the test's first failing case until the test ends;
 
-and over the whole run ``warmup``: fuzz/profiles.py ``WARMUP_SECONDS`` (the controller's wall
-seconds compiling the pool before any worker runs a case) x the workers, and ``other``: the
-run's wall time x its workers less all of the above (starting the processes, collection, pytest
-between the tests, idle workers), so the columns add up to it.
+and over the whole run ``replay``, ``startup`` and ``idle`` (fuzz/accounting.py: regression replays
+and other tests, workers starting, workers done before the run), ``warmup``: fuzz/profiles.py
+``WARMUP_SECONDS`` (the controller's wall seconds compiling the pool before any worker runs a
+case) x the workers, and ``other``: the run's wall time x its workers less all of the above
+(pytest between the tests), so the columns add up to it.
 
 No third-party imports: .ci/nightly_summary.py uses it on a runner whose setup may have failed.
 """
@@ -29,9 +32,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-CASE_COLUMNS = ("generation", "inputs", "compile", "kernel", "oracle", "comparison", "runner", "cut_short",
-                "shrinking")  # per property
-RUN_COLUMNS = (*CASE_COLUMNS, "warmup", "other")  # the whole run's
+CASE_COLUMNS = ("generation", "inputs", "compile", "kernel", "oracle", "comparison", "device_wait", "runner",
+                "cut_short", "shrinking")  # per property
+OUTSIDE_COLUMNS = ("replay", "startup", "idle")  # the run's time outside the property tests (fuzz/accounting.py)
+RUN_COLUMNS = (*CASE_COLUMNS, *OUTSIDE_COLUMNS, "warmup", "other")  # the whole run's
 
 
 def rate(cases: float, seconds: float) -> float | None:
@@ -45,19 +49,20 @@ def case_time(seconds: float, phases: Mapping[str, float], compiled: bool, lost:
     as ``runner``."""
     if lost:
         return {"cut_short": seconds}
-    columns = {name: phases.get(name, 0.0) for name in ("inputs", "oracle", "comparison")}
+    columns = {name: phases.get(name, 0.0) for name in ("inputs", "oracle", "comparison", "device_wait")}
     columns["compile" if compiled else "kernel"] = phases.get("kernel", 0.0)
     columns["runner"] = seconds - sum(columns.values())
     return columns
 
 
 def breakdown(properties: Mapping[str, Mapping[str, Any]], wall_seconds: float, workers: int,
-              warmup_seconds: float) -> dict[str, Any]:
+              warmup_seconds: float, outside: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The run's time: ``worker_seconds`` (wall x workers) and ``columns`` (RUN_COLUMNS, 3
-    decimals): the properties' columns summed, ``warmup`` (``warmup_seconds`` of wall time in
-    which no worker ran a case, x the workers) and ``other``, the rest (>= 0 but for rounding,
-    since every column is time some worker spent during the run)."""
+    decimals): the properties' columns summed, ``outside`` (OUTSIDE_COLUMNS, worker-seconds), ``warmup``
+    (``warmup_seconds`` of wall time in which no worker ran a case, x the workers) and ``other``, the
+    rest (>= 0 but for rounding, since every column is time some worker spent during the run)."""
     columns = {c: round(sum(p.get("time", {}).get(c, 0.0) for p in properties.values()), 3) for c in CASE_COLUMNS}
+    columns.update({c: round((outside or {}).get(c, 0.0), 3) for c in OUTSIDE_COLUMNS})
     columns["warmup"] = round(warmup_seconds * workers, 3)
     total = round(wall_seconds * workers, 3)
     columns["other"] = round(total - sum(columns.values()), 3)

@@ -340,3 +340,21 @@ def test_specialization_labels_are_the_kernels_a_property_launches() -> None:
     assert fwd.startswith("cpu:fwd H=1 HV=1 BT=16 ") and bwd.startswith("cpu:bwd H=1 HV=1 BT=16 ")
     assert specialization_labels("plan_coverage", case) == specialization_labels("bad_input", case) == []
     assert specialization_labels("oracle", case.replace(knobs={"ub_bytes": 4096})) == []  # no plan fits
+
+
+def test_the_time_outside_the_properties_is_named() -> None:
+    """Replays and other tests, worker start-up and idle workers have columns of their own
+    (fuzz/accounting.py); with them, ``other`` is what is left of the run's worker-seconds."""
+    from fuzz.accounting import Accounting
+    from fuzz.counts import OUTSIDE_COLUMNS, RUN_COLUMNS, breakdown
+
+    acc = Accounting(lambda nodeid: "test_fuzz.py" in nodeid)
+    acc.began = 0.0
+    acc.report("fuzz/test_regressions.py::test_replay[a]", 3.0)
+    acc.report("fuzz/test_fuzz.py::test_oracle", 50.0)  # a property test: its cases' columns hold it
+    acc.created, acc.ready, acc.down = {"gw0": 10.0, "gw1": 10.0}, {"gw0": 14.0, "gw1": 12.0}, {"gw0": 90.0}
+    outside = acc.columns(now=100.0, warmup_end=11.0)
+    assert outside == {"replay": 3.0, "startup": 4.0, "idle": 10.0}  # startup after the warm-up: 3 + 1
+    t = breakdown({"oracle": {"time": {"kernel": 80.0}}}, 100.0, 2, 1.0, outside)
+    assert set(t["columns"]) == set(RUN_COLUMNS) and set(OUTSIDE_COLUMNS) <= set(t["columns"])
+    assert t["columns"]["other"] == 200.0 - 80.0 - 17.0 - 2.0

@@ -50,6 +50,7 @@ from ..env import number
 from ..errors import WyAscendError
 from .case import Case
 from .child import DEVICE_ENV, bind_device, die_with_parent
+from .device_memory import reserved_for
 
 TIMEOUT_ENV = "WY_ASCEND_CASE_TIMEOUT"  # seconds a case may run in the child (overrides the caller's default)
 LOG_ENV = "WY_ASCEND_CASE_LOG"  # default log file of the child's stderr (fuzz/conftest.py sets it per worker)
@@ -610,7 +611,8 @@ def _serve(channel: _Channel) -> None:
         take()  # nothing timed before the case is its time
         cpu, kernels = time.process_time(), compiled_kernels()
         try:
-            metrics = run_property(prop, case)
+            with reserved_for(case):  # beside every other process's cases on this device (device_memory.py)
+                metrics = run_property(prop, case)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
             tb = e.__traceback__
             frames = traceback.extract_tb(tb) if tb is not None else []

@@ -1,0 +1,121 @@
+"""Device memory shared by every process that runs cases on one accelerator: a ledger of reservations.
+
+The nightly runs several xdist workers per device, each with a case runner, and regression replays
+beside them; a large case (a float64 oracle of millions of tokens on the GPU) next to others ran the
+H200 out of memory, and an out-of-memory error is no verdict. So each case reserves its estimated
+bytes (``case_bytes``) in a ledger that all processes of the machine share (a JSON file per device
+under the temporary directory, locked with ``flock``) before it runs, and waits while the
+reservations held would go past the budget (``BUDGET_FRACTION`` of the device's memory). A case
+larger than the budget runs alone. Reservations of processes that died are dropped on the next
+read. The wait is the case's ``device_wait`` phase (the fuzz report's column of that name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .case import Case
+from .phases import phase
+
+BUDGET_FRACTION = 0.8  # of the device's memory: the rest for CUDA contexts, Triton's modules and fragmentation
+MIN_RESERVATION = 512 * 2**20  # a case's floor: its launches' modules and the allocator's first blocks
+POLL_S = 0.2
+LEDGER_ENV = "WY_ASCEND_DEVICE_LEDGER_DIR"  # where the ledgers live (default: the temporary directory)
+
+
+def case_bytes(case: Case) -> int:
+    """Device bytes a property run of ``case`` may hold at once: its inputs, outputs and arguments in
+    their dtypes, and the float64 oracle (on the GPU itself: testing.case.float64_device) with its
+    autograd intermediates, about six float64 copies of the inputs (what fuzz/strategies.py bounds a
+    large case's host bytes by)."""
+    elements = case.H * case.K + case.HV * (2 * case.K + 2 * case.V + case.BT + 3)
+    return max(MIN_RESERVATION, case.B * case.T * elements * 8 * 6)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Ledger:
+    """The reservations on one device (``name``, e.g. "cuda0"), ``budget`` bytes in all."""
+
+    def __init__(self, name: str, budget: int, directory: Path | None = None) -> None:
+        root = directory or Path(os.environ.get(LEDGER_ENV) or tempfile.gettempdir())
+        self.path, self.budget = root / f"wy-ascend-memory-{name}.json", budget
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, int]]:
+        """The held reservations (pid -> bytes, the dead dropped), written back on exit, under the lock."""
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                try:
+                    held = {pid: n for pid, n in json.loads(self.path.read_text()).items() if _alive(int(pid))}
+                except (FileNotFoundError, ValueError):
+                    held = {}
+                yield held
+                tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(held))
+                os.replace(tmp, self.path)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def try_reserve(self, nbytes: int) -> bool:
+        """Reserve ``nbytes`` for this process if they fit beside the others' (or nothing else is held)."""
+        with self._locked() as held:
+            me = str(os.getpid())
+            others = sum(n for pid, n in held.items() if pid != me)
+            if others and others + nbytes > self.budget:
+                return False
+            held[me] = nbytes
+            return True
+
+    def release(self) -> None:
+        with self._locked() as held:
+            held.pop(str(os.getpid()), None)
+
+    @contextlib.contextmanager
+    def reserved(self, nbytes: int) -> Iterator[None]:
+        """Hold ``nbytes`` for the block, waiting (phase ``device_wait``) until they fit."""
+        with phase("device_wait"):
+            while not self.try_reserve(nbytes):
+                time.sleep(POLL_S)
+        try:
+            yield
+        finally:
+            self.release()
+
+
+@contextlib.contextmanager
+def reserved_for(case: Case) -> Iterator[None]:
+    """``case``'s reservation on its backend's device for the block; nothing on the cpu backend."""
+    backend = case.backend or "cpu"
+    if backend == "cpu":
+        yield
+        return
+    import torch
+
+    if backend == "npu":
+        import torch_npu  # noqa: F401
+
+        index = torch.npu.current_device()  # type: ignore[attr-defined]
+        total = torch.npu.get_device_properties(index).total_memory  # type: ignore[attr-defined]
+    else:
+        index = torch.cuda.current_device()
+        total = torch.cuda.get_device_properties(index).total_memory
+    name = f"{'npu' if backend == 'npu' else 'cuda'}{index}"
+    with Ledger(name, int(total * BUDGET_FRACTION)).reserved(case_bytes(case)):
+        yield

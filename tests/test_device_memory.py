@@ -1,0 +1,54 @@
+"""The device-memory ledger that keeps cases of several processes on one device within its memory."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from pathlib import Path
+
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.device_memory import MIN_RESERVATION, Ledger, case_bytes, reserved_for
+
+
+def _hold(path: str, nbytes: int, seconds: float, started) -> None:
+    ledger = Ledger("test", 100, directory=Path(path))
+    with ledger.reserved(nbytes):
+        started.set()
+        time.sleep(seconds)
+
+
+def test_a_reservation_waits_for_room_and_a_lone_large_one_runs(tmp_path) -> None:
+    """Reservations past the budget wait until the others release; one larger than the budget runs
+    when nothing else is held (alone); a dead process's reservation is dropped."""
+    ledger = Ledger("test", 100, directory=tmp_path)
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Event()
+    other = ctx.Process(target=_hold, args=(str(tmp_path), 70, 1.0, started))
+    other.start()
+    assert started.wait(30)
+    assert not ledger.try_reserve(40)  # 70 + 40 > 100
+    assert ledger.try_reserve(30)  # 70 + 30 fits
+    ledger.release()
+    began = time.perf_counter()
+    with ledger.reserved(40):
+        assert time.perf_counter() - began > 0.5  # waited for the other to release
+    other.join()
+    assert ledger.try_reserve(1000)  # alone: a case larger than the budget still runs
+    ledger.release()
+    ledger.path.write_text(json.dumps({"999999999": 90}))  # no such process
+    assert ledger.try_reserve(50)
+    ledger.release()
+    assert json.loads(ledger.path.read_text()) == {}
+
+
+def test_case_bytes_grow_with_the_case_and_have_a_floor() -> None:
+    small, large = Case(T=16), Case(B=4, T=2**20, H=4, HV=8, K=128, V=128, BT=64)
+    assert case_bytes(small) == MIN_RESERVATION
+    assert case_bytes(large) == 8 * case_bytes(large.replace(B=1, T=2**19)) > 8 * MIN_RESERVATION  # linear in tokens
+
+
+def test_the_cpu_backend_reserves_nothing(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("WY_ASCEND_DEVICE_LEDGER_DIR", str(tmp_path))
+    with reserved_for(Case(backend="cpu")):
+        assert not list(tmp_path.iterdir())
