@@ -411,6 +411,7 @@ class FuzzReport:
         path = self.config.getoption("--fuzz-report") or os.environ.get(REPORT_ENV) or DEFAULT_REPORT
         return Path(self.config.invocation_params.dir, path)
 
+    @pytest.hookimpl(trylast=True)  # after Hypothesis' statistics: the summary table is the run's last word
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or self.final is None:
             return
