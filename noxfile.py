@@ -2,7 +2,7 @@
 
     nox                                  # the default sessions: tests, fuzz, regress, lint (CPU)
     nox -s fuzz                          # fuzz suite, dev profile, cpu backend (Triton interpreter)
-    nox -s fuzz -- --profile ci -n 2     # what CI runs: derandomized, ~2 min 45 s on an idle 2-core machine
+    nox -s fuzz -- --profile ci -n 2     # what CI runs: derandomized, a fixed budget (docs/ci.md)
     nox -s fuzz -- --profile nightly --backend npu -n 8    # one xdist worker per NPU
     nox -s regress -- --backend cuda     # replay every case in regressions/
     nox -s bench -- --backend cuda
@@ -165,19 +165,17 @@ def _env(backend: str) -> dict[str, str]:
 
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests (pytest tests/)."""
+    """Unit and integration tests (pytest tests/); cpu: one xdist worker per core; every skip's reason shown."""
     backend = install(session)
-    session.run("python", "-m", "pytest", "tests/", *_without_backend(list(session.posargs)), env=_env(backend))
+    args = _workers(backend, _without_backend(list(session.posargs)))
+    session.run("python", "-m", "pytest", "tests/", "-rs", *args, env=_env(backend))
 
 
 @nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
     """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, -n N (cpu: -n auto)."""
     backend = install(session)
-    args = list(session.posargs)
-    xdist_set = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args)
-    if backend == "cpu" and not xdist_set:
-        args = ["-n", "auto", *args]  # one worker per core; device runs choose -n (one worker per device)
+    args = _workers(backend, list(session.posargs))
     with _sigterm_as_interrupt():
         # nox passes an interrupt on as SIGINT, then waits this long before it terminates pytest:
         # time to stop the xdist workers and write fuzz-report.json (fuzz/conftest.py).
@@ -186,6 +184,13 @@ def fuzz(session: nox.Session) -> None:
 
 
 FUZZ_REPORT_GRACE_S = 120.0
+
+
+def _workers(backend: str, args: list[str]) -> list[str]:
+    """pytest ``args`` with ``-n auto`` (one xdist worker per core) on the cpu backend where they
+    choose no workers; device runs choose their own ``-n`` (one worker per device)."""
+    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args)
+    return args if backend != "cpu" or chosen else ["-n", "auto", *args]
 
 
 @contextmanager
