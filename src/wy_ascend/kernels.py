@@ -103,10 +103,11 @@ def _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT: tl.constexpr, HV, I
 @triton.jit
 def _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR: tl.constexpr):
     """int64 offset of token row0, head i_h in a per-token tensor: [B,HV,T] (head-major,
-    token stride 1) or [B,T,HV] (token-major, token stride HV)."""
+    token stride 1) or [B,T,HV] (token-major, token stride HV). The head's offset i_h * T is
+    int64 too: in int32 it wrapped once HV * T passed 2**31 (the index-width property's find)."""
     if GATE_HEAD_MAJOR:
         b_start = i_b.to(tl.int64) * T
-        return (b_start * HV + i_h * T) + (row0 - b_start)
+        return (b_start * HV + tl.cast(i_h, tl.int64) * T) + (row0 - b_start)
     return row0 * HV + i_h
 
 
