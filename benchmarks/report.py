@@ -1,6 +1,6 @@
 """Write docs/benchmarks.md and docs/bench_h200.png from benchmark JSON files.
 
-    python -m benchmarks.report --peer-json docs/bench-h200.json [--cpu-json docs/bench-cpu.json] \\
+    python -m benchmarks.report --peer-json docs/data/bench-h200.json [--cpu-json docs/data/bench-cpu.json] \\
         [--npu-model] [--out docs/benchmarks.md] [--plot docs/bench_h200.png]
 
 ``--peer-json``: ours vs fla-core on a device, either ``compare_peer.py --json`` output
@@ -137,7 +137,7 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
               + (" 'kernels' is the device time of one call's kernels alone (torch.profiler's CUDA trace over 20 "
                  "calls), the host's time between launches left out: where a call's host work outlasts its "
                  "kernels, do_bench's time is the host's, and it varied 2-5x between rounds on the H200's host "
-                 "(session 18); both ratios are held to the target." if kernel else "")]
+                 "(docs/ledger.md session 18); both ratios are held to the target." if kernel else "")]
     header = ("| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
               "HBM target |" + (" latency ours / fla ms |" if latency else "") + (" first s ours / fla |" if first
                                                                                    else "")
@@ -336,13 +336,13 @@ def main(argv: list[str] | None = None) -> int:
              "typed by hand.", "",
              "Reproduce:", "",
              "- device, side by side with fla-core: `python benchmarks/compare_peer.py --all --warm-jobs 12 --json "
-             "docs/bench-h200.json` "
+             "docs/data/bench-h200.json` "
              "or `nox -s bench -- --backend cuda` (pytest-benchmark JSON, with versions and command recorded)",
-             "- CPU: `TRITON_INTERPRET=1 python -m pytest benchmarks/ --benchmark-json=docs/bench-cpu.json` "
+             "- CPU: `TRITON_INTERPRET=1 python -m pytest benchmarks/ --benchmark-json=docs/data/bench-cpu.json` "
              "(or `nox -s bench`)",
-             "- fuzz throughput: `nox -s fuzz -- --profile ci -n 2 --fuzz-report docs/fuzz-report-cpu-ci.json` "
+             "- fuzz throughput: `nox -s fuzz -- --profile ci -n 2 --fuzz-report docs/data/fuzz-report-cpu-ci.json` "
              "(a device run: `--profile nightly --backend cuda -n <GPUs>`)",
-             "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/bench-cpu.json "
+             "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/data/bench-cpu.json "
              "--fuzz-json <fuzz reports> --npu-model --out docs/benchmarks.md`", ""]
     if args.peer_json:
         peer = load_peer(args.peer_json)

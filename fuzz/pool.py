@@ -50,7 +50,7 @@ SKIP_ENV = "WY_ASCEND_POOL_SKIP"  # indices into the night's pool left out (set 
 MIN_DIM, MAX_DIM = 16, 256  # the K/V range of fuzz draws (strategies.dims)
 MODES = ("grid", "persistent")
 # Seconds one entry's compiles may take in the warm-up (WY_ASCEND_WARMUP_DEADLINE): an entry of
-# ~8 specializations compiled in ~12 s on the H200; one took over 75 s (docs/nightly-h200.md).
+# ~8 specializations compiled in ~12 s on the H200; one took over 75 s (docs/ledger.md).
 ENTRY_DEADLINE_S = 90.0
 
 
@@ -224,7 +224,7 @@ def warm_up(pool: tuple[Entry, ...], jobs: int, deadline: float = ENTRY_DEADLINE
 
     A case still compiling after ``deadline`` seconds is killed with its process (a fresh one
     takes its place) and its entry listed as ``slow``, its other cases stopped or never started:
-    on the H200 a few specializations compile for minutes (docs/nightly-h200.md sessions 5-6),
+    on the H200 a few specializations compile for minutes (docs/ledger.md sessions 5-6),
     and a warm-up that waits for them never starts the run; the fuzz run then leaves the entry out
     of its pool (a compile-time cliff the summary names). An entry with a failing compile (an
     error, or its process dying) is listed as ``failed`` and stays in the pool: its cases fail

@@ -253,7 +253,7 @@ def _row_ids(out, NY: tl.constexpr, CAST: tl.constexpr):
 @pytest.mark.parametrize("grid", [(1, 2), (2, 1), (3, 2)])
 def test_to_on_a_program_id_of_a_grid_axis_of_1_fails_under_the_emulation(grid: tuple[int, int]) -> None:
     """Ascend folds the program id of a grid axis of 1 to a constexpr, whose .to() does not compile
-    there (DESIGN.md section 3): the emulation raises; tl.cast, arithmetic with it and any wider
+    there (docs/design.md section 3): the emulation raises; tl.cast, arithmetic with it and any wider
     axis are fine, and so is everything with the emulation off."""
     def ids(cast: bool) -> torch.Tensor:
         out = torch.full(grid, -1, dtype=torch.int64)

@@ -1,4 +1,4 @@
-"""Ascend traps that no run off the NPU can show, checked on the kernels' source (DESIGN.md section 3).
+"""Ascend traps that no run off the NPU can show, checked on the kernels' source (docs/design.md section 3).
 
 The interpreter emulates what it can (interpreter.py: the clobbering dot, out-of-range DMA, races,
 folded program ids) and the lowering gate compiles every specialization through triton-ascend's

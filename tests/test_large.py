@@ -75,7 +75,7 @@ def test_nightly_find_32_wide_bf16_tiles(name):
 
 
 # bf16 operands on tiles narrower than 64 (WY_ASCEND_LOWP=all) were wrong on these shapes on an
-# H200 with triton 3.6 (docs/nightly-h200.md session 4): BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off,
+# H200 with triton 3.6 (docs/ledger.md session 4): BK=64, BV=32 gave dk/dv/dbeta/dg ~100% off,
 # and tile_cap 32 (BK=BV=32) an out-of-range shared-memory access in a dot (the tile loops were then
 # pipelined; K=V=32 in one 32-wide tile was right in session 14). Cause of the first (session 14): a
 # Triton miscompile of a bf16 dot of A^T after a wider one (tests/test_triton_narrow_repro.py).

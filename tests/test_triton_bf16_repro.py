@@ -6,7 +6,7 @@ Verdict: a Triton bug, not our kernel's math. The backward's first K loop accumu
 ``dot(dw, trans(k*beta))``. On an H200 (sm_90) with triton 3.6.0 (PyTorch 2.11.0+cu130) and
 the cuda backend's default launch (num_warps=4, num_stages=2), ``b_kk`` came out wrong whenever
 the loop ran 2 or more iterations of 32- or 64-wide tiles; dbeta and dg, the only outputs that
-read ``b_kk``, were 3-20x the bf16 rounding level (docs/nightly-h200.md, sessions 3 and 4). The
+read ``b_kk``, were 3-20x the bf16 rounding level (docs/ledger.md, sessions 3 and 4). The
 same kernel gives results bit-identical to its one-tile run with num_stages=1, with num_warps=2,
 with fp32 storage of the tile (cast to bf16 per dot), or with k^T loaded on its own as the right
 operand; every other dot of the kernel, switched to bf16 one at a time, matched too. The math

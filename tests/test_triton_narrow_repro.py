@@ -1,12 +1,12 @@
 """Standalone reproducer: triton 3.6 on an H200 gets a bf16 dot of a held A^T tile wrong when a wider bf16
 dot ran before it (here: A^T dw 64 wide, then A^T du 32 or 16 wide; the second is off, the first exact).
 
-This is the "narrow tiles" failure of issue 13 (docs/nightly-h200.md, sessions 4 and 14), the reason the
+This is the "narrow tiles" failure of issue 13 (docs/ledger.md, sessions 4 and 14), the reason the
 cuda backend never mixes tile widths under bf16 dots: a K or V below 64 next to a wider one is padded to 64-wide
 tiles (``backends.LOWP_MIN_TILE``, ``Backend.lowp_dot``), and K and V both below 64 share one tile
 (``Backend.narrow_tiles``).
 How it was found (session 14, one H200, torch 2.11.0+cu130, triton 3.6.0; scripts and output in
-docs/nightly-h200-runs/session14/):
+git history: docs/ledger.md):
 
 * The backward with bf16 dots in BK=64, BV=32 tiles (K64 V32): dk, dv, dbeta and dg ~0.8 relative off.
   Its nine dots switched to bf16 one at a time: all right. All but one: wrong, unless the one left in
@@ -34,7 +34,7 @@ the standalone copy with fp32 operands; the CPU test below checks the kernel's m
 an expected failure where it fails; an XPASS on another triton says the bug is gone there.
 The shipped kernels avoid it by never mixing tile widths under bf16 dots on cuda: a K or V below 64 next
 to a wider one runs in 64-wide masked tiles (``min_tile``); K and V both below 64 share one narrow tile, right
-in session 14 and 11-24% faster backward than padded in session 15 (docs/nightly-h200.md).
+in session 14 and 11-24% faster backward than padded in session 15 (docs/ledger.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The perf warm-up's parts on the CPU (wy_ascend/testing/warm.py): the one-config hold on Triton's
 autotuner, the jobs rule, and the process pool end to end (spawned workers, a runaway killed at the
-deadline, errors recorded). Its speed-up is a device matter: docs/nightly-h200.md, session 17."""
+deadline, errors recorded). Its speed-up is a device matter: docs/ledger.md, session 17."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ LOWP_MIN_TILE = 64
 LOWP_ENV = "WY_ASCEND_LOWP"
 # A grouped backward runs grouped (Backend.groups_dk) from this many programs (chunks x B x H) per
 # value head of a group up: from 64 G programs, G = HV / H. A constant, so that every machine, device
-# or not, makes one choice. Measured on the H200 (bf16, device time, 21 shapes; docs/nightly-h200.md
+# or not, makes one choice. Measured on the H200 (bf16, device time, 21 shapes; docs/ledger.md
 # sessions 10 and 11): grouped programs run their G value heads one after another, so per value head
 # wins while its G-times larger grid still fits the device: G=4 at 16 programs 1.6-2.3x, G=4 at 128
 # 1.01-1.09x (3 shapes; a fourth 0.99x), G=8 at 128 1.3x; grouped wins from there: G=2 at 128
@@ -67,7 +67,7 @@ LOWP_ENV = "WY_ASCEND_LOWP"
 GROUP_DK_PROGRAMS_PER_HEAD = 64
 RUNTIME_DIMS_ENV = "WY_ASCEND_RUNTIME_DIMS"
 # K and V that both pad to min_tile share one narrower tile instead (Backend.narrow_tiles), with bf16 dot
-# operands for bfloat16 I/O and this many warps alone. Measured on the H200 (docs/nightly-h200.md session 15,
+# operands for bfloat16 I/O and this many warps alone. Measured on the H200 (docs/ledger.md session 15,
 # calls 1 and 2, bf16, device time): on seven shapes with K, V <= 32 (the perf find B1 T1024 H16 HV64 K=V=16,
 # fixed, grouped, varlen) 4-17% faster forward and 11-24% backward than 64-wide padded tiles (the find's backward
 # 44.1 -> 33.5 us, 9.8x -> 7.5x its bound), first calls 0.3-1.3 s where padded ones autotuned for 2-9 s, outputs
@@ -205,7 +205,7 @@ class Backend:
         """With grouped heads (HV > H), whether the backward runs one program per key head whose
         value heads go in order, summing dk in an fp32 buffer and rounding it once (GROUP_DK,
         kernels.py), instead of writing an fp32 dk per value head for a torch sum. On cuda it
-        saves the sum's pass over the G-times larger buffer (docs/nightly-h200.md session 8), where
+        saves the sum's pass over the G-times larger buffer (docs/ledger.md session 8), where
         the grouped grid's ``programs`` (chunks x B x H) number at least GROUP_DK_PROGRAMS_PER_HEAD
         times the group size G = HV / H: a smaller grid leaves SMs idle while each program runs its
         value heads one after another (session 10: B1 T1024 H1 HV4 K=V=16, 16 programs of 4 heads,
@@ -232,7 +232,7 @@ class Backend:
         class: specialization.py) rather than compile-time values (one compile per K and V):
         ``config.runtime_dims``, else ``WY_ASCEND_RUNTIME_DIMS`` (1 or 0), else on for the
         interpreter only. On the compiling backends it stays off until a device run checks its
-        results: on the H200 it timed equal (docs/nightly-h200.md session 5), but no device test
+        results: on the H200 it timed equal (docs/ledger.md session 5), but no device test
         or fuzz case has run it there."""
         if config.runtime_dims is not None:
             return config.runtime_dims
@@ -253,7 +253,7 @@ class Backend:
         session 7), ``all`` for every width. float16 keeps exact fp32 dots (its range is too
         narrow for the unscaled intermediates of the backward).
 
-        Measured on an H200 with triton 3.6 (docs/nightly-h200.md sessions 4 and 7). Multi-tile
+        Measured on an H200 with triton 3.6 (docs/ledger.md sessions 4 and 7). Multi-tile
         loops gave wrong dg/dbeta while Triton software-pipelined them: the pipeliner let the
         next iteration's async copy overwrite the shared buffer of a dot operand that an async
         ``warp_group_dot`` was still reading (a write-after-read race in Triton's TTGIR; minimal
@@ -343,7 +343,7 @@ BACKENDS: dict[str, Backend] = {
         # The forward in tiles up to 128 wide (K=V=128 in one tile), the backward up to 64: with
         # unpipelined tile loops the backward's 64-wide tiles ran 1.2-1.4x faster than 128-wide
         # ones (K=V=80..256, 23% on B8 T4096 H16 K=V=128) and the forward's 7-10% slower on an
-        # H200 (docs/nightly-h200.md session 8).
+        # H200 (docs/ledger.md session 8).
         tile_cap=128,
         bwd_tile_cap=LOWP_MIN_TILE,
         # Narrow K or V in 64-wide masked tiles: bf16 dot operands need them (lowp_dot); fp32
@@ -355,7 +355,7 @@ BACKENDS: dict[str, Backend] = {
         group_dk=True,
         # The per-value-head dk summed in one launch: torch's reduction and cast took two, and each
         # launch costs the small grouped backwards about 3 us of device time (B1 T1024 H8 HV32 K=V=16:
-        # 30.2 -> 25.4 us; docs/nightly-h200.md session 12).
+        # 30.2 -> 25.4 us; docs/ledger.md session 12).
         dk_sum_kernel=True,
         autotune=True,
         interpret=False,
@@ -458,7 +458,7 @@ CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
 # Launches of fp32 dots on cuda (fp32 or fp16 I/O; bf16 in tiles narrower than LOWP_MIN_TILE): an exact fp32
 # dot is an FMA loop unrolled per thread, so a program's code grows with BT x BT x its widest tile over its
 # threads, and a first call compiles every config it searches. Offline sm_90 compiles (Triton 3.6 and its ptxas
-# on this project's 2-core CPU, a fresh cache each; docs/nightly-h200.md session 13), by that work per thread:
+# on this project's 2-core CPU, a fresh cache each; docs/ledger.md session 13), by that work per thread:
 # forward 1024 -> 2.2-2.7 s, 2048 -> 4.5-4.7 s, 4096 -> 9-15 s, 8192 -> 177 s; backward 1024 -> 7.5-15 s,
 # 2048 -> 30-44 s, 4096 -> over 600 s (stopped). The search [4, 8, 2] warps took minutes at BT=128, and 90 s
 # for an fp32 BT=64 backward on the H200. Such a launch runs one config alone (WY_ASCEND_FP32_WARPS=0: the
@@ -542,7 +542,7 @@ def bench_config(kernel_call: Callable[[], object], quantiles: tuple[float, ...]
 # A first launch that autotunes runs ptxas under this deadline per config (seconds; 0: none): a
 # config whose compile runs away then fails (PTXASError), and Triton's autotuner times it as inf and
 # takes the next. Our compiles take 1-4 s on the H200's host (a K=V=256 backward's 3 configs compiled
-# and timed in 9.8 s, docs/nightly-h200.md session 7); the runaway of issue 13 sat in ptxas > 3 min.
+# and timed in 9.8 s, docs/ledger.md session 7); the runaway of issue 13 sat in ptxas > 3 min.
 PTXAS_TIMEOUT_ENV = "WY_ASCEND_PTXAS_TIMEOUT"
 PTXAS_TIMEOUT_S = 20.0
 _PTXAS_WRAPPER = """\

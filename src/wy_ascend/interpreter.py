@@ -6,7 +6,7 @@ applies everything here once per process, the first time the cpu backend loads i
 
 Ascend emulation (``ascend_semantics``; on by default, ``WY_ASCEND_EMULATION=0`` or
 ``LaunchConfig(emulate=False)`` turns it off). Emulated, because a kernel that relies on the
-opposite passes on the CPU and on CUDA and fails only on an NPU (DESIGN.md section 3):
+opposite passes on the CPU and on CUDA and fails only on an NPU (docs/design.md section 3):
 
 * ``tl.dot`` may overwrite its left operand in the unified buffer: after every dot the left
   operand's storage is filled with NaN (floats) or the most negative value (integers), so any

@@ -19,7 +19,7 @@ tile loops' trip counts NK = cdiv(K, BK) and NV = cdiv(V, BV) are constexprs eit
 loop compiles as with constexpr K and V (a one-tile loop is no loop; the pipeliner schedules the
 others as before). H and HV stay compile-time: as runtime arguments they cost the backward 3%
 (H = HV = 16) to 8% (H 8, HV 32) on the H200, their row strides no longer constants
-(docs/nightly-h200.md session 5). The other constexprs are the tiles BT/BK/BV, the feature flags
+(docs/ledger.md session 5). The other constexprs are the tiles BT/BK/BV, the feature flags
 and (through the pointers) the dtypes: specialization.py names one compile.
 
 Layouts (flash-linear-attention): k [B,T,H,K], v/u [B,T,HV,V], w [B,T,HV,K],
@@ -47,7 +47,7 @@ an H200 (tests/test_triton_bf16_repro.py, backends.Backend.lowp_dot). With LOWP_
 ``k k^T`` also takes a separately loaded k^T as its right operand (the first workaround,
 kept: it gives the transposed operand its own buffers).
 
-Guards for the triton-ascend traps (DESIGN.md section 3):
+Guards for the triton-ascend traps (docs/design.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
 * no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
 * ``tl.dot`` may clobber its left operand on Ascend: a tile is a left operand only at
@@ -72,7 +72,7 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # WY_ASCEND_FP32_DOT=tf32x3 (read once, when this module is imported; the cuda backend only:
 # backends.check_fp32_dot): the dots that take fp32 operands (fp32 and fp16 I/O) run as three TF32
 # tensor-core products (Triton's "tf32x3") instead of exact FMA loops. Off by default: offline it
-# cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/nightly-h200.md session
+# cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
@@ -213,7 +213,7 @@ def _fwd_task(
     else:
         # One loop over both: a v tile and a k tile are in flight before the first dot, so a task
         # waits on memory once per tile pair, not twice (H200, ours/fla-core on the four headline
-        # shapes: 0.964, 1.037, 1.033, 1.010 -> 0.988, 0.989, 0.977, 0.992; docs/nightly-h200.md
+        # shapes: 0.964, 1.037, 1.033, 1.010 -> 0.988, 0.989, 0.977, 0.992; docs/ledger.md
         # session 9). Where NK != NV the shorter side's extra tiles are masked out whole (no memory
         # traffic, a dot of zeros).
         for i in tl.range(0, NK if NK >= NV else NV, num_stages=1):

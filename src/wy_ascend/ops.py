@@ -61,7 +61,7 @@ def _from_gate_layout(x: torch.Tensor, head_major: bool) -> torch.Tensor:
 
 
 # Rows of the dk sum per program (kernels.wy_dk_group_sum_kernel): on the H200, 16 to 64 rows timed within
-# 2% on four grouped shapes, 128 up to 12% slower (docs/nightly-h200.md session 12).
+# 2% on four grouped shapes, 128 up to 12% slower (docs/ledger.md session 12).
 DK_SUM_ROWS = 32
 
 
@@ -69,7 +69,7 @@ class _Call:
     """What every call of one op with one problem shape, dtypes, backend and config shares:
     the plan, the kernel, its specialization and the launch arguments that are not tensors.
     Built once per such call signature (``_call``): rebuilding it cost more host time per call
-    than the small problems' kernels take on an H200 (docs/nightly-h200.md session 8)."""
+    than the small problems' kernels take on an H200 (docs/ledger.md session 8)."""
 
     def __init__(self, kernel: str, problem: Problem, backend_name: str | None, config: LaunchConfig,
                  index_dtype: torch.dtype | None, gate_dtype: torch.dtype, g_dtype: torch.dtype | None) -> None:

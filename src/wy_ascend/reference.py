@@ -1,4 +1,4 @@
-"""Float64 oracle of the WY representation of the chunked gated delta rule (DESIGN.md section 2).
+"""Float64 oracle of the WY representation of the chunked gated delta rule (docs/design.md section 2).
 
 Everything here computes in float64 on the inputs' device and is vectorized over chunks and
 heads: every chunk is gathered into a padded ``[C, HV, BT, ...]`` tensor through an index map

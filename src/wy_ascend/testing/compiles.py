@@ -17,7 +17,7 @@ for every launch made inside the block, the kernel and that key as Triton's own 
 A kernel launched with N distinct keys compiles N times on a cold cache. For one op call on one
 problem shape a second key is a recompile: a launch offset passed as a constexpr or as a
 specialized integer (1, a multiple of 16, or neither: three compiles) makes every split launch
-of a large grid a compile of seconds on an NPU (DESIGN.md section 3). Launch options (warps,
+of a large grid a compile of seconds on an NPU (docs/design.md section 3). Launch options (warps,
 stages) are counted apart: an autotuner compiles one key per config by design.
 """
 

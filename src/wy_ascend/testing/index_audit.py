@@ -1,7 +1,7 @@
 """Address audit on the Triton interpreter: index arithmetic that wraps at 2**31, at a problem's real sizes.
 
 A kernel that computes an element offset in int32 is right until the offset passes 2**31 - 1, then
-reads and writes elsewhere (DESIGN.md section 3). Showing that takes the problem's real sizes, more
+reads and writes elsewhere (docs/design.md section 3). Showing that takes the problem's real sizes, more
 memory than a CPU has, and a run of hours in the interpreter. The audit needs neither:
 
 * ``virtual_empty``: the inputs are anonymous mappings without swap reservation (``MAP_NORESERVE``),

@@ -13,7 +13,7 @@ For each op (forward, backward) of a case on a device backend:
   per process: what a launch costs before its first byte moves and after its last (each op here is
   one launch on cuda), so it adds to the streaming time rather than standing beside it (``max``,
   the bound before session 16). Calibrated on the ideal streaming kernel, a device copy, at sizes from
-  64 KiB to 1 GiB (docs/nightly-h200.md, session 16): each took 0.98-1.24x ``floor + bytes / bandwidth``
+  64 KiB to 1 GiB (docs/ledger.md, session 16): each took 0.98-1.24x ``floor + bytes / bandwidth``
   and 1.01-2.26x ``max(floor, bytes / bandwidth)``, 2.26x at 16 MiB, the size of the small backwards
   the perf finds were. The max held mid-size problems to a bound the ideal kernel misses by 2.3x, so
   one factor meant a different distance from the ideal at each size; the sum keeps it within 1.24x.
@@ -26,7 +26,7 @@ For each op (forward, backward) of a case on a device backend:
   system, is compared with. The launch floor is timed the same way.
 
 Factors. flash-linear-attention's kernels, the peer, reach ~79% of HBM bandwidth forward and
-~36% backward on an H200 (DESIGN.md section 3), i.e. 1.3x and 2.8x the bound; the launch floor
+~36% backward on an H200 (docs/design.md section 3), i.e. 1.3x and 2.8x the bound; the launch floor
 covers the small shapes. ``C_FWD = 4`` and ``C_BWD = 8`` allow about 3x the peer's own distance
 from the bound, so ordinary tuning differences pass and a cliff (a register spill, an fp32 path
 where bf16 tensor cores were due, a serialized launch: 10-200x, as K=V=256 showed) fails.
@@ -61,7 +61,7 @@ PEER_RATIO = 1.5
 # Measurements of one case before it fails: a time past a limit must hold in each (``confirmed``). A
 # slow op is slow every time; a one-off (a host pause, clocks still low after a compile) is not: on the
 # H200 the first case of a perf run once read 1.79x fla-core's forward time and was within the limits on
-# Hypothesis's rerun, which then ended the run as flaky with no case recorded (docs/nightly-h200.md session 12).
+# Hypothesis's rerun, which then ended the run as flaky with no case recorded (docs/ledger.md session 12).
 ATTEMPTS = 2
 COPY_BYTES = 1 << 30
 L2_FLUSH_BYTES = 256 << 20  # what do_bench zeroes between calls (the H200 has 60 MB of L2)

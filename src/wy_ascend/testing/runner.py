@@ -1,7 +1,7 @@
 """Cases run in a child process, so a case that kills its process or hangs is an ordinary failure.
 
 Typical NPU failures are crashes, not wrong numbers: an MTE address fault, an AI-core exception
-or a hang takes the whole process and its device context down (DESIGN.md section 3). Run in
+or a hang takes the whole process and its device context down (docs/design.md section 3). Run in
 the fuzz worker itself, such a case would end the worker and leave nothing to replay. A
 ``CaseRunner`` runs each case in a persistent child process instead, started once (kernels
 stay compiled, Triton's caches warm; on a device it is the process that does the device work)

@@ -3,7 +3,7 @@
 A first call of a shape on a compiling backend autotunes, and each config it tries is a compile run
 one after another: ours up to 3 a kernel (backends.CUDA_CONFIGS), fla-core's 9 forward and 6 backward.
 On the H200 that made a perf case's first calls take 26-39 s, 97% of a perf run's time, so a 24-case
-profile outlasted a 10-minute device session (docs/nightly-h200.md, session 16).
+profile outlasted a 10-minute device session (docs/ledger.md, session 16).
 
 ``warm(case)`` hands every (op, provider, config index) of the case to a pool of ``jobs`` spawned
 processes. Each calls that op on the case's own inputs (the same specialization, hence the same
@@ -44,7 +44,7 @@ JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
 MAX_CONFIGS = 9
 OPS = ("fwd", "bwd")
 PROVIDERS = ("ours", "fla")
-# Default processes at most: 15 ran on the H200 (16 CPUs; docs/nightly-h200.md session 17), each holding a device
+# Default processes at most: 15 ran on the H200 (16 CPUs; docs/ledger.md session 17), each holding a device
 # context and a case's inputs; a case has 21 compiles at most (ours 3 + 3, fla-core's 9 + 6).
 MAX_JOBS = 15
 # Input builds at once across a pool's workers: a large perf case's float64 draw takes ~11 GiB of the
