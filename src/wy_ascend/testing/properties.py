@@ -51,9 +51,10 @@ from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProble
 from ..validation import SUPPORTED_BT
 from . import rng
 from .case import Case, Inputs, float64_device
+from .failure import Metrics, PropertyFailure
 from .phases import phase
+from .scaling import check_compiles, check_index_width
 
-Metrics = dict[str, Any]
 T = TypeVar("T")
 
 FP32_RTOL = 1e-5
@@ -66,14 +67,6 @@ PARTITION_KNOBS = ("max_blocks", "num_cores", "mode", "max_tasks", "dot_guard", 
 DEVICE_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
 FWD_NAMES = ("w", "u")
 BWD_NAMES = ("dk", "dv", "dbeta", "dg")
-
-
-class PropertyFailure(AssertionError):
-    """A property does not hold for a case; ``metrics`` holds the measured errors."""
-
-    def __init__(self, message: str, metrics: Metrics | None = None) -> None:
-        super().__init__(message)
-        self.metrics = metrics or {}
 
 
 def backend_name(case: Case) -> str:
@@ -1161,6 +1154,8 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "plan_coverage": check_plan_coverage,
     "bad_input": check_bad_input,
     "perf": check_perf,
+    "compiles": check_compiles,
+    "index_width": check_index_width,
 }
 
 
