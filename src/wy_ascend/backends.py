@@ -500,21 +500,22 @@ def launch_warps(kernel_name: str, BT: int, BK: int, BV: int, lowp_dot: bool) ->
     return fp32_dot_warps(kernel_name, BT, max(BK, BV), lowp_dot)
 
 
-def search_configs(warps: int | None) -> list[tuple[int, int]]:
-    """The (num_warps, num_stages) the cuda autotuner tries: CUDA_CONFIGS (its first alone with
-    WY_ASCEND_AUTOTUNE=0), or ``warps`` alone where ``launch_warps`` gives them."""
+def search_configs(warps: int | None, autotune: bool | None = None) -> list[tuple[int, int]]:
+    """The (num_warps, num_stages) the cuda autotuner tries: CUDA_CONFIGS (its first alone without
+    ``autotune``, by default WY_ASCEND_AUTOTUNE), or ``warps`` alone where ``launch_warps`` gives them."""
     if warps is not None:
         return [(warps, 1)]
-    return CUDA_CONFIGS if switch(AUTOTUNE_ENV, True) else CUDA_CONFIGS[:1]
+    return CUDA_CONFIGS if (switch(AUTOTUNE_ENV, True) if autotune is None else autotune) else CUDA_CONFIGS[:1]
 
 
 @cache
-def _autotuned(kernel_name: str, warps: int | None = None) -> object:
-    """The CUDA variant of an entry kernel, autotuned over warps and stages per shape (``search_configs``)."""
+def _autotuned(kernel_name: str, warps: int | None = None, autotune: bool = True) -> object:
+    """The CUDA variant of an entry kernel, autotuned over warps and stages per shape (``search_configs``;
+    ``autotune`` is part of the memo's key, so WY_ASCEND_AUTOTUNE changed later takes effect)."""
     import triton
 
     kernels = _kernels(interpret=False)
-    search = search_configs(warps)
+    search = search_configs(warps, autotune)
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
@@ -624,7 +625,7 @@ def kernel_for(backend: Backend, kernel_name: str, warps: int | None = None) -> 
     many alone where the backend autotunes, ``launch_warps``)."""
     check_fp32_dot(backend)
     if backend.autotune:
-        return _autotuned(kernel_name, warps)
+        return _autotuned(kernel_name, warps, switch(AUTOTUNE_ENV, True))
     return _kernels(backend.interpret).KERNELS[kernel_name]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .backends import (
+    AUTOTUNE_ENV,
     BACKEND_ENV,
     FP32_DOT_ENV,
     FP32_WARPS_ENV,
@@ -183,9 +184,10 @@ def _arg_names(kernel: object) -> list[str]:
 
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
-# Ascend emulation, fp32-dot warps, shared narrow tiles): part of its memo key, so changing one takes
-# effect at the next call.
-_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV, NARROW_TILES_ENV)
+# Ascend emulation, fp32-dot warps, shared narrow tiles, the cuda autotuner's configs): part of its memo
+# key, so changing one takes effect at the next call.
+_CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV, NARROW_TILES_ENV,
+             AUTOTUNE_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 

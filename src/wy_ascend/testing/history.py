@@ -1,0 +1,203 @@
+"""The history property: a call gives the bits it gives alone in a fresh process, whatever the process
+called before it.
+
+Every other property starts from a fresh call of one case, so a result that depends on an earlier call
+(a cache keyed on less than what its value depends on) passes them all. ``check_history`` runs a
+sequence of calls (each a case's forward and backward, ``properties.run_ops``) one after another in one
+process, varlen calls passing one ``cu_seqlens`` tensor object wherever their entry count and dtype
+agree (changed in place where the values differ, so the varlen cache sees both a hit and an in-place
+change), and each call alone in a process that has called nothing; any output whose bits differ fails
+with the calls before it. Both run in children forked from a ``HistoryServer``: a fresh interpreter
+that imported the package and the kernels and never calls anything (as the case runner's fork server,
+cpu backend only: a device runtime must not see a fork).
+
+State that outlives a call, in src/ (each memo's key, and what its value depends on;
+tests/test_history.py holds each key to its list, and a scan of src/ keeps this list complete):
+
+* ``ops._CALLS`` (the _Call memo, the last 64): key op, Problem (B, T, H, HV, K, V, BT, NT, varlen,
+  use_g, dtype, device), backend name, merged LaunchConfig, beta's, g's and cu_seqlens' dtypes, and the
+  environment variables ``ops._CALL_ENV``; the value (plan, kernel, specialization, scalars) depends on
+  exactly those. chunk_indices are per call, never memoized.
+* ``validation._VARLEN_CACHE`` (the last 8): key id(cu_seqlens), B, T, BT, a hit needing the same
+  object at the same version counter; the value (checked chunk indices, on the host and the device)
+  depends on cu_seqlens' values and device, B, T and BT.
+* ``backends._merged``: key both LaunchConfigs (frozen), a pure merge. ``planning.plan``: key every
+  argument (DeviceSpec frozen), a pure function.
+* ``backends._autotuned``: key kernel name, warps and the autotune switch (WY_ASCEND_AUTOTUNE, read
+  per call), its configs from those alone.
+* ``backends._device_cores`` (the device's core count), ``backends.check_available`` (installed
+  modules, the process's Triton mode), ``backends.ptxas_wrapper`` (a script of its two arguments),
+  ``lowering.toolchain`` and ``lowering._toolchain`` (the installed triton),
+  ``interpreter.check_interpreter`` (the installed distributions): fixed for the process.
+* the interpreter's patches, applied once (``interpreter._patch_language_once``,
+  ``interpreter._memoize_np_dtypes_once`` whose memo keys a scalar type's name, the dtype being that
+  type's alone, ``interpreter._round_bf16_to_nearest_once``, ``interpreter._install_emulation_once``
+  which sets ``interpreter._TRITON_DIR``); ``interpreter._STATE``, reset by every launch and holding that
+  launch's allocations and accesses only.
+* ``kernels.FP32_DOT_TF32X3``: read from WY_ASCEND_FP32_DOT at import, a later change refused
+  (``backends.check_fp32_dot``).
+* ``backends._CONTEXT_CONFIG`` (``launch_config`` blocks, undone on exit) and ``ops._OBSERVERS``
+  (``observed`` blocks; the ops never read what observers see).
+* testing only, never read by a result: ``perf.device_time`` and ``perf.device_limits`` (timings),
+  ``warm._CALLS``, ``warm._BUILDS`` and ``warm._POOL`` (a warm-up worker's subject and pool),
+  ``compiles._interpreter_backend``, ``compiles._install``, ``compiles._SHADOWS`` (per kernel function)
+  and ``compiles._RECORDS``, ``index_audit._ACTIVE``, ``phases._CLOCK`` (audits and clocks of a run).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+import torch
+
+from .case import Case
+
+Bits = dict[str, tuple[str, tuple[int, ...], bytes] | None]  # per output: dtype, shape, raw bytes
+
+
+def _bits(outputs: dict[str, torch.Tensor | None]) -> Bits:
+    return {name: None if x is None else (str(x.dtype), tuple(x.shape), x.detach().cpu().contiguous().view(torch.uint8)
+                                          .numpy().tobytes()) for name, x in outputs.items()}
+
+
+def run_sequence(calls: Sequence[Case]) -> list[tuple[str, Any]]:
+    """Run ``calls`` in order in this process, varlen calls sharing ``cu_seqlens`` objects (module doc):
+    per call ("ok", its output bits) or ("raise", the traceback), which ends the sequence."""
+    from .properties import build_inputs, run_ops
+
+    shared: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+    results: list[tuple[str, Any]] = []
+    for case in calls:
+        try:
+            inputs = build_inputs(case)
+            cu = inputs.cu_seqlens
+            if cu is not None and "cu_seqlens" not in case.memory:
+                kept = shared.setdefault((cu.numel(), cu.dtype), cu)
+                if kept is not cu and not torch.equal(kept, cu):
+                    kept.copy_(cu)  # the same object, its values changed in place
+                inputs = inputs._replace(cu_seqlens=kept)
+            results.append(("ok", _bits(run_ops(case, inputs))))
+        except Exception:  # noqa: BLE001 - reported with the call
+            results.append(("raise", traceback.format_exc()))
+            break
+    return results
+
+
+def _forked(fn: Callable[[], Any]) -> tuple[str, Any]:
+    """``fn()`` in a forked child: ("ok", its result), ("raise", the traceback) or ("crash", the status)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the server
+        os.close(read)
+        try:
+            try:
+                reply: tuple[str, Any] = ("ok", fn())
+            except BaseException:  # noqa: BLE001 - reported to the parent
+                reply = ("raise", traceback.format_exc())
+            with os.fdopen(write, "wb") as out:
+                pickle.dump(reply, out)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as data:
+        raw = data.read()
+    _, status = os.waitpid(pid, 0)
+    return pickle.loads(raw) if raw else ("crash", os.waitstatus_to_exitcode(status))
+
+
+def serve() -> None:
+    """The server process: imports, then per request (a list of cases on stdin) forks a child per case
+    alone and one for the sequence, and replies (alone, sequence) on its stdout (everything printed goes
+    to stderr)."""
+    requests, replies = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    from ..backends import BACKENDS, _kernels
+    from . import properties  # noqa: F401  (imported before any fork, as a fresh process's first call does)
+
+    _kernels(BACKENDS["cpu"].interpret)
+    while True:
+        try:
+            calls = pickle.load(requests)
+        except EOFError:
+            return
+        alone = [_forked(functools.partial(run_sequence, [case])) for case in calls]
+        together = _forked(functools.partial(run_sequence, calls))
+        pickle.dump((alone, together), replies)
+        replies.flush()
+
+
+class HistoryServer:
+    """A fresh interpreter running ``serve`` (module doc); ``run(calls)`` returns what it replies."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from wy_ascend.testing.history import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def run(self, calls: Sequence[Case]) -> tuple[list[tuple[str, Any]], tuple[str, Any]]:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        pickle.dump(list(calls), stdin)
+        stdin.flush()
+        try:
+            return pickle.load(stdout)
+        except EOFError:
+            raise RuntimeError(f"the history server exited ({self.process.wait()})") from None
+
+    def close(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            _close(pipe)
+        self.process.wait(timeout=30)
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    if pipe is not None:
+        pipe.close()
+
+
+def _differ(a: Bits, b: Bits) -> list[str]:
+    """The outputs of ``a`` and ``b`` that are not bit for bit equal, with how many elements differ."""
+    out = []
+    for name in a:
+        x, y = a[name], b.get(name)
+        if x == y:
+            continue
+        if x is None or y is None or x[:2] != y[:2]:
+            out.append(f"{name}: {x and x[:2]} vs {y and y[:2]}")
+            continue
+        size = getattr(torch, x[0].removeprefix("torch.")).itemsize
+        flat = [torch.frombuffer(bytearray(z[2]), dtype=torch.uint8).view(-1, size) for z in (x, y)]
+        out.append(f"{name}: {int((flat[0] != flat[1]).any(1).sum())} element(s) differ")
+    return out
+
+
+def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
+    """Each of ``calls``, run in sequence, gives the bits it gives alone in a fresh process (module doc);
+    PropertyFailure naming the first call that does not, and the calls before it."""
+    from .properties import PropertyFailure
+
+    alone, together = server.run(calls)
+    for i, case in enumerate(calls):
+        (state, first), (in_sequence, then) = _one(alone[i]), _one(together, i)
+        if state != "ok":
+            raise PropertyFailure(f"call {i} alone failed ({state}): {first}", {"call": i})
+        differ = [f"it raised: {then}"] if in_sequence != "ok" else _differ(then, first)
+        if differ:
+            before = "; ".join(repr(c) for c in calls[:i])
+            raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) gives other bits after the calls before it than "
+                                  f"alone in a fresh process: {', '.join(differ)}; before it: {before}",
+                                  {"call": i, "differ": differ})
+
+
+def _one(reply: tuple[str, Any], i: int = 0) -> tuple[str, Any]:
+    """Call ``i``'s ("ok", bits) or ("raise" | "crash", what) from a forked child's reply (module doc)."""
+    state, result = reply
+    return result[i] if state == "ok" else (state, result)

@@ -1,0 +1,236 @@
+"""A call's result does not depend on the calls before it (wy_ascend/testing/history.py): the history
+property over drawn sequences of calls, and each cache's key against what its value depends on (the
+module's list, which a scan of src/ keeps complete)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from fuzz.strategies import CPU_SIZES, cases, layouts
+from wy_ascend import backends, ops, planning, validation
+from wy_ascend.backends import LaunchConfig
+from wy_ascend.layout import prepare_chunk_indices
+from wy_ascend.testing import history
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import supported
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_ONLY = pytest.mark.skipif(os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu",
+                              reason="the history server forks, which only the cpu backend allows")
+
+# ----------------------------------------------------------------------------- the history property
+
+# The fields a later call may change of an earlier one, so a memo sees keys that differ in one part.
+ONE_CHANGE = ("BT", "dtype", "index_dtype", "knobs", "use_g", "beta_dtype", "g_dtype", "seed", "dist", "chunk_indices",
+              "H", "HV", "K", "V")
+
+
+@st.composite
+def sequences(draw: st.DrawFn) -> list[Case]:
+    """2 to 4 cpu calls: fresh cases, or an earlier call with one field changed; every varlen call takes
+    its cu_seqlens from a pool of two, so calls of other chunk sizes, dtypes and knobs share the tensor."""
+    pool = draw(st.lists(layouts(16, varlen=True).map(lambda d: d["cu_seqlens"]), min_size=1, max_size=2))
+    calls: list[Case] = []
+    for _ in range(draw(st.integers(2, 4))):
+        case = draw(cases(CPU_SIZES, "cpu"))
+        if calls and draw(st.booleans()):
+            field = draw(st.sampled_from(ONE_CHANGE))
+            try:
+                case = draw(st.sampled_from(calls)).replace(**{field: getattr(case, field)})
+            except ValueError:
+                assume(False)
+        if case.cu_seqlens is not None:
+            cu = draw(st.sampled_from(pool))
+            case = case.replace(cu_seqlens=cu, T=cu[-1])
+        assume(supported(case))
+        calls.append(case)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[history.HistoryServer]:
+    running = history.HistoryServer()
+    yield running
+    running.close()
+
+
+@CPU_ONLY
+@settings(max_examples=6, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
+@given(sequences())
+def test_each_call_gives_the_bits_it_gives_alone_in_a_fresh_process(server, calls: list[Case]) -> None:
+    history.check_history(server, calls)
+
+
+@CPU_ONLY
+def test_one_cu_seqlens_object_across_chunk_sizes_and_dtypes(server) -> None:
+    """The varlen cache's case: one tensor object, unchanged, passed with other chunk sizes and dtypes."""
+    first = Case(cu_seqlens=(0, 5, 40), BT=16, backend="cpu")
+    history.check_history(server, [first, first.replace(BT=32), first.replace(dtype="bfloat16", index_dtype="int32"),
+                                   first.replace(BT=64), first])
+
+
+def test_the_comparison_sees_one_element() -> None:
+    x = torch.arange(6, dtype=torch.bfloat16).view(2, 3)
+    y = x.clone()
+    y[1, 2] = -0.0 if float(y[1, 2]) == 0 else -y[1, 2]
+    assert history._differ(history._bits({"dk": x, "dg": None}), history._bits({"dk": x.clone(), "dg": None})) == []
+    assert history._differ(history._bits({"dk": x}), history._bits({"dk": y})) == ["dk: 1 element(s) differ"]
+    assert history._differ(history._bits({"dk": x}), history._bits({"dk": x.float()})) == [
+        "dk: ('torch.bfloat16', (2, 3)) vs ('torch.float32', (2, 3))"]
+
+
+# ----------------------------------------------------------------------------- the list is complete
+
+DOC = history.__doc__ or ""
+
+
+def _state_in_src() -> Iterator[str]:
+    """``module.name`` of every memoized function (cache decorators), every name a function rebinds
+    (``global``) and every module-level mutable container or instance (an empty literal, an
+    OrderedDict, a ContextVar, a private class's instance) in src/."""
+    for path in sorted((ROOT / "src" / "wy_ascend").rglob("*.py")):
+        module = path.stem
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and any("cache" in ast.unparse(d) for d in node.decorator_list):
+                yield f"{module}.{node.name}"
+            if isinstance(node, ast.Global):
+                yield from (f"{module}.{name}" for name in node.names)
+        for node in tree.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            if value is None or not isinstance(target, ast.Name):
+                continue
+            empty = isinstance(value, (ast.Dict, ast.List, ast.Set)) and not ast.unparse(value).strip("{}[]")
+            call = ast.unparse(value.func) if isinstance(value, ast.Call) else ""
+            if empty or call in ("OrderedDict", "contextvars.ContextVar") or call.startswith("_") and call[1:2].isupper():
+                yield f"{module}.{target.id}"
+
+
+def test_every_state_in_src_is_listed_with_its_key() -> None:
+    found = sorted(set(_state_in_src()))
+    listed = {name for name in found if name in DOC}
+    assert len(found) > 20  # the scan sees the package
+    assert not set(found) - listed, f"state in src/ missing from testing/history.py's list: {set(found) - listed}"
+
+
+# ----------------------------------------------------------------------------- each key covers its value
+
+BASE = Case(cu_seqlens=(0, 5, 37), H=1, HV=2, K=24, V=20, BT=16, use_g=True, backend="cpu")
+# What a _Call depends on, one at a time: every Problem field (NT through cu_seqlens' values at the same T),
+# the gate and index dtypes, each launch knob.
+CALL_CHANGES: dict[str, dict[str, Any]] = {
+    "T": {"cu_seqlens": (0, 5, 45)}, "NT": {"cu_seqlens": (0, 20, 37)}, "B": {"cu_seqlens": None, "B": 2, "T": 20},
+    "varlen": {"cu_seqlens": None, "T": 37}, "H": {"H": 2, "HV": 2}, "HV": {"HV": 4}, "K": {"K": 32}, "V": {"V": 17},
+    "BT": {"BT": 32}, "use_g": {"use_g": False}, "dtype": {"dtype": "bfloat16"}, "beta_dtype": {"beta_dtype": "float32",
+    "dtype": "bfloat16"}, "g_dtype": {"g_dtype": "float32", "dtype": "bfloat16"}, "index_dtype": {"index_dtype": "int32"},
+    **{f"knob {k}": {"knobs": {k: v}} for k, v in (("max_blocks", 3), ("num_cores", 2), ("ub_bytes", 65536),
+       ("mode", "grid"), ("tile_cap", 16), ("max_tasks", 2), ("gate_head_major", True),
+       ("emulate", False), ("group_dk", True), ("lowp_dot", True), ("dk_sum_kernel", True))},
+    "dot_guard": {"knobs": {"dot_guard": False, "emulate": False}},
+}
+
+
+def _signature(case: Case, kernel: str) -> tuple:
+    """``ops._call``'s arguments for ``case`` (its validated problem)."""
+    x = case.build_inputs()
+    p = validation.validate(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)
+    return kernel, p, "cpu", case.config(), x.beta, x.g, x.cu_seqlens
+
+
+def _made(call: ops._Call) -> tuple:
+    """What a _Call holds that its launches use."""
+    return (call.plan, call.specialization, call.scalars, call.per_launch, call.kernel, call.dk_sum, call.emulate,
+            call.head_major, call.group_dk)
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+@pytest.mark.parametrize("change", list(CALL_CHANGES))
+def test_the_call_memo_keys_on_each_thing_a_call_depends_on(change: str, kernel: str, monkeypatch) -> None:
+    """Two calls that differ in one thing do not share a memoized _Call, and the second one's is what a fresh
+    process builds for it."""
+    monkeypatch.setattr(ops, "_CALLS", OrderedDict())
+    first = ops._call(*_signature(BASE, kernel))
+    signature = _signature(BASE.replace(**CALL_CHANGES[change]), kernel)
+    second = ops._call(*signature)
+    assert second is not first
+    merged = backends.current_config(signature[3])
+    beta, g, cu = signature[4:]
+    fresh = ops._Call(kernel, signature[1], "cpu", merged, cu.dtype if cu is not None else None, beta.dtype,
+                      g.dtype if g is not None else None)
+    assert _made(second) == _made(fresh)
+
+
+ENV_VALUES = {backends.BACKEND_ENV: "cpu", backends.LOWP_ENV: "all", backends.FP32_DOT_ENV: "ieee"}  # else "0"
+
+
+@pytest.mark.parametrize("name", ops._CALL_ENV)
+def test_the_call_memo_keys_on_each_environment_variable_it_reads(name: str, monkeypatch) -> None:
+    """Setting one of them after a call gives the next call a _Call of its own, the one built under it."""
+    monkeypatch.setattr(ops, "_CALLS", OrderedDict())
+    monkeypatch.delenv(name, raising=False)
+    first = ops._call(*_signature(BASE, "bwd"))
+    monkeypatch.setenv(name, ENV_VALUES.get(name, "0"))
+    signature = _signature(BASE, "bwd")
+    second = ops._call(*signature)
+    assert second is not first
+    beta, g, cu = signature[4:]
+    fresh = ops._Call("bwd", signature[1], "cpu", backends.current_config(signature[3]), cu.dtype, beta.dtype, g.dtype)
+    assert _made(second) == _made(fresh)
+
+
+def test_the_varlen_cache_keys_on_the_chunk_size_and_the_values() -> None:
+    """One cu_seqlens object: another BT, then its values changed in place, then an equal distinct tensor:
+    each gets the chunk indices of its own (the cache holds the last 8 objects)."""
+    cu = torch.tensor([0, 5, 37])
+    for BT, values in ((16, None), (32, None), (16, [0, 20, 37]), (64, None)):
+        if values is not None:
+            cu.copy_(torch.tensor(values))
+        expected = prepare_chunk_indices(cu.clone(), BT)
+        for tensor in (cu, cu.clone()):
+            got, on_device = validation._varlen_chunks(tensor, 1, 37, BT)
+            assert torch.equal(got, expected) and torch.equal(on_device, expected)
+
+
+def test_the_plan_memo_is_the_plan() -> None:
+    """plan's key is all it reads: after plans of other shapes and specs, each is what the function gives."""
+    spec = backends.BACKENDS["cpu"].spec(torch.device("cpu"), LaunchConfig(num_cores=4))
+    variants = [dict(kernel=kernel, NT=3, BH=2, BT=16, K=24, V=20, spec=spec) for kernel in ("fwd", "bwd")]
+    variants += [{**variants[1], k: v} for k, v in (("NT", 9), ("BH", 5), ("BT", 32), ("K", 64), ("V", 128))]
+    variants += [{**variants[1], "spec": dataclasses.replace(spec, **{f: v})} for f, v in
+                 (("mode", "grid"), ("num_cores", 2), ("tile_cap", 16), ("max_tasks", 2), ("ub_bytes", 65536))]
+    for kwargs in variants + variants[::-1]:
+        assert planning.plan(**kwargs) == planning.plan.__wrapped__(**kwargs)
+
+
+def test_the_merged_config_memo_is_the_merge() -> None:
+    base, call = LaunchConfig(tile_cap=16), LaunchConfig(mode="grid")
+    for a, b in ((base, call), (base, None), (LaunchConfig(), call), (call, base)):
+        assert backends._merged(a, b) == a.merged(b)
+
+
+def test_the_autotuner_memo_keys_on_the_autotune_switch() -> None:
+    """WY_ASCEND_AUTOTUNE set after a first call takes effect (the cuda variant, built without a GPU in a
+    process without the interpreter)."""
+    script = ("import os; from wy_ascend import backends\n"
+              "os.environ['WY_ASCEND_AUTOTUNE'] = '1'; a = backends.kernel_for(backends.BACKENDS['cuda'], 'fwd')\n"
+              "os.environ['WY_ASCEND_AUTOTUNE'] = '0'; b = backends.kernel_for(backends.BACKENDS['cuda'], 'fwd')\n"
+              "print(len(a.configs), len(b.configs))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(len(backends.CUDA_CONFIGS)), "1"]
