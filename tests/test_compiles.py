@@ -1,0 +1,127 @@
+"""The compiles property (testing/compiles.py, testing/scaling.py): a split launch whose offsets are
+constexprs or specialized integers compiles per launch chunk, and the property says so; offsets in
+``do_not_specialize`` compile once, as this project's kernels do."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
+    pytest.skip("keys launches of the interpreter (the cpu backend)", allow_module_level=True)
+
+import triton  # noqa: E402  (after conftest set TRITON_INTERPRET)
+import triton.language as tl  # noqa: E402
+
+from wy_ascend import backends  # noqa: E402
+from wy_ascend.testing.case import Case  # noqa: E402
+from wy_ascend.testing.compiles import differing, distinct, recorded_launches  # noqa: E402
+from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
+from wy_ascend.testing.scaling import Ops, check_compiles  # noqa: E402
+
+backends.kernel_for(backends.BACKENDS["cpu"], "fwd")  # the interpreter, prepared
+
+
+@triton.jit
+def _offset_constexpr(x, OFFSET: tl.constexpr, BLOCK: tl.constexpr):
+    o = (OFFSET + tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + o, tl.load(x + o) + 1)
+
+
+@triton.jit
+def _offset_specialized(x, offset, BLOCK: tl.constexpr):
+    o = (offset + tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + o, tl.load(x + o) + 1)
+
+
+@triton.jit(do_not_specialize=["offset"])
+def _offset_runtime(x, offset, BLOCK: tl.constexpr):
+    o = (offset + tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + o, tl.load(x + o) + 1)
+
+
+BLOCK = 16
+
+
+def _split(kernel: object, x: torch.Tensor, limit: int, as_constexpr: bool = False) -> None:
+    """x += 1 in launches of at most ``limit`` programs, each given its first program's index."""
+    programs = x.numel() // BLOCK
+    for start in range(0, programs, limit):
+        grid = (min(limit, programs - start),)
+        if as_constexpr:
+            kernel[grid](x, OFFSET=start, BLOCK=BLOCK)  # type: ignore[index]
+        else:
+            kernel[grid](x, start, BLOCK=BLOCK)  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("kernel", "limit", "keys"), [
+    (_offset_constexpr, 2, {"OFFSET": ["=0", "=2", "=4", "=6"]}),
+    (_offset_specialized, 1, {"offset": ["i32:D", "i32:1", "i32:N"]}),
+    (_offset_runtime, 1, {}),
+])
+def test_a_split_launch_is_keyed_as_triton_caches_it(kernel: object, limit: int, keys: dict[str, list[str]]) -> None:
+    """Eight programs in launches of ``limit``: a constexpr offset takes a key per launch; a specialized int
+    one per class (0 a multiple of 16, 1, the rest: Triton's compute_spec_key); a do_not_specialize one a
+    single key. Each launch still computes its own chunk."""
+    x = torch.zeros(8 * BLOCK)
+    with recorded_launches() as launches:
+        _split(kernel, x, limit, as_constexpr=kernel is _offset_constexpr)
+    assert torch.equal(x, torch.ones_like(x))
+    assert len(launches) == 8 // limit
+    fn = kernel.fn  # type: ignore[attr-defined]
+    specs = distinct(launches)[f"{fn.__module__}.{fn.__qualname__}"]
+    assert len(specs) == max(1, len(next(iter(keys.values()), [])))
+    assert differing(specs) == keys
+
+
+def test_nothing_is_recorded_outside_the_block() -> None:
+    x = torch.zeros(2 * BLOCK)
+    with recorded_launches() as launches:
+        _split(_offset_runtime, x, 1)
+    _split(_offset_runtime, x, 1)
+    assert len(launches) == 2 and torch.equal(x, torch.full_like(x, 2.0))
+
+
+def _toy_ops(kernel: object, as_constexpr: bool) -> Ops:
+    """A subject whose forward and backward each add one to the first ``8 * BLOCK`` elements of v in
+    launches of one program (its launch limit lowered to one program a launch)."""
+    def forward(k: torch.Tensor, v: torch.Tensor, *rest: object) -> tuple[torch.Tensor, ...]:
+        _split(kernel, v.reshape(-1)[:8 * BLOCK], 1, as_constexpr)
+        return v, v
+
+    def backward(k: torch.Tensor, v: torch.Tensor, *rest: object) -> tuple[torch.Tensor | None, ...]:
+        forward(k, v)
+        return k, v, None, None
+
+    return Ops(forward, backward, torch.device("cpu"))
+
+
+CASE = Case(T=64, HV=2, K=16, V=16, BT=16)  # v: 64 x 2 x 16 elements, 8 * BLOCK of them touched
+
+
+def test_the_property_fails_a_subject_that_recompiles_per_launch_chunk() -> None:
+    with pytest.raises(PropertyFailure, match=r"_offset_constexpr compiles 8 times .* in 8 launches.*OFFSET"):
+        check_compiles(CASE, "toy", _toy_ops(_offset_constexpr, True))
+    with pytest.raises(PropertyFailure, match=r"_offset_specialized compiles 3 times"):
+        check_compiles(CASE, "toy", _toy_ops(_offset_specialized, False))
+
+
+def test_the_property_passes_runtime_offsets_and_counts_launches() -> None:
+    metrics = check_compiles(CASE, "toy", _toy_ops(_offset_runtime, False))
+    assert metrics["fwd._offset_runtime"] == {"launches": 8, "compiles": 1}
+
+
+def test_the_property_needs_a_split_launch() -> None:
+    with pytest.raises(PropertyFailure, match="needs a case whose launches split"):
+        check_compiles(CASE.replace(backend="cpu"))
+
+
+@pytest.mark.parametrize("knobs", [{"mode": "grid", "max_blocks": 1}, {"mode": "persistent", "max_tasks": 1}])
+def test_wy_ascend_compiles_each_kernel_once_in_every_split(knobs: dict[str, object]) -> None:
+    """This project's launch offsets and counts are do_not_specialize arguments (kernels.RUNTIME_ARGS):
+    a grid split into a launch per (chunk, head) task, or a core grid of one task a launch, keeps one key."""
+    metrics = check_compiles(CASE.replace(T=40, use_g=True, backend="cpu", knobs=knobs))
+    assert metrics["fwd.wy_fwd_kernel"] == {"launches": 6, "compiles": 1}
+    assert metrics["bwd.wy_bwd_kernel"] == {"launches": 6, "compiles": 1}

@@ -1,0 +1,183 @@
+"""The index_width property (testing/index_audit.py, testing/scaling.py): at a problem's real sizes,
+run in a few MiB of memory, an offset computed in int32 that wraps at 2**31 is caught where it is
+used (a load, a store, a block pointer); its int64 twin, and a wrapped lane that is masked off, pass."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
+    pytest.skip("audits the interpreter (the cpu backend)", allow_module_level=True)
+
+import triton  # noqa: E402  (after conftest set TRITON_INTERPRET)
+import triton.language as tl  # noqa: E402
+
+from wy_ascend import backends  # noqa: E402
+from wy_ascend.testing.case import Case  # noqa: E402
+from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
+from wy_ascend.testing.index_audit import (  # noqa: E402
+    IndexWrapError,
+    index_audit,
+    virtual_allocations,
+    virtual_empty,
+    wrap_of,
+)
+from wy_ascend.testing.scaling import Ops, check_index_width  # noqa: E402
+
+backends.kernel_for(backends.BACKENDS["cpu"], "fwd")  # the interpreter, prepared
+
+BLOCK = 2**14  # few programs per launch: the audit's grid loop visits every one
+
+
+@triton.jit
+def _head_rows(x, y, T, BLOCK: tl.constexpr, WIDE: tl.constexpr, MASK_PAST: tl.constexpr):
+    """y[h, t] = x[h, t] + 1 over a [heads, T] pair, one program per (block of t, h); the head's base
+    h * T in int32 (wraps once h * T passes 2**31) or, WIDE, in int64. MASK_PAST masks off lanes whose
+    exact offset passes 2**31 (their wrapped addresses never used)."""
+    h = tl.program_id(1)
+    base = tl.cast(h, tl.int64) * T if WIDE else h * T
+    o = base + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = tl.cast(h, tl.int64) * T + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK) < 2**31 - 1 if MASK_PAST \
+        else tl.arange(0, BLOCK) < BLOCK
+    tl.store(y + o, tl.load(x + o, mask=mask) + 1, mask=mask)
+
+
+@triton.jit
+def _block_rows(x, y, T, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    """The same through block pointers of one [heads * T] row: the offset h * T + t as an int32 (which
+    make_block_ptr's offsets are: "wrap"), a cast of the int64 offset to int32 ("narrow": it truncates),
+    or the head's base added to the pointer in int64 and only t as the offset ("wide": exact)."""
+    h = tl.program_id(1)
+    if HOW == "narrow":
+        start = (tl.cast(h, tl.int64) * T + tl.program_id(0) * BLOCK).to(tl.int32)
+    elif HOW == "wrap":
+        start = h * T + tl.program_id(0) * BLOCK
+    else:
+        start = tl.program_id(0) * BLOCK
+        x += tl.cast(h, tl.int64) * T
+        y += tl.cast(h, tl.int64) * T
+    p_x = tl.make_block_ptr(x, (tl.cast(T, tl.int64) * 3,), (1,), (start,), (BLOCK,), (0,))
+    p_y = tl.make_block_ptr(y, (tl.cast(T, tl.int64) * 3,), (1,), (start,), (BLOCK,), (0,))
+    tl.store(p_y, tl.load(p_x) + 1)
+
+
+HEADS, T = 3, 2**30  # head 2 starts at 2**31: the first offset int32 cannot hold
+
+
+def _pair() -> tuple[torch.Tensor, torch.Tensor]:
+    return virtual_empty((HEADS * T,), torch.float16), virtual_empty((HEADS * T,), torch.float16)
+
+
+def test_virtual_tensors_take_no_memory_until_touched() -> None:
+    """Twelve GiB of arguments, written at their ends by the audited programs: the process grows by
+    a few MiB (the resident set, from /proc)."""
+    def resident() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    before = resident()
+    x, y = _pair()
+    with index_audit() as audit:
+        _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=True, MASK_PAST=False)
+    assert y[-BLOCK:].eq(1).all() and y[:BLOCK].eq(0).all()  # the last programs ran, the first did not
+    assert audit.programs == 2 * HEADS and audit.programs_launched == HEADS * T // BLOCK
+    assert audit.max_offset == HEADS * T - 1
+    assert resident() - before < 64 * 2**20
+
+
+def test_an_int32_offset_that_wraps_is_caught_and_its_int64_twin_passes() -> None:
+    x, y = _pair()
+    with pytest.raises(Exception) as caught, index_audit():
+        _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=False, MASK_PAST=False)
+    wrap = wrap_of(caught.value)
+    assert wrap is not None and "load through an address whose index arithmetic wrapped" in str(wrap)
+    assert "-8589934592 bytes" in str(wrap) or "+8589934592 bytes" in str(wrap)  # 2**32 elements of 2 bytes
+    assert "_head_rows" in str(wrap)
+    with index_audit():
+        _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=True, MASK_PAST=False)
+
+
+def test_a_wrapped_address_on_masked_off_lanes_is_never_used() -> None:
+    x, y = _pair()
+    with index_audit():
+        _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=False, MASK_PAST=True)
+
+
+@pytest.mark.parametrize("how", ["wrap", "narrow", "wide"])
+def test_a_block_pointer_offset_that_wraps_or_truncates_is_caught(how: str) -> None:
+    x, y = _pair()
+    if how == "wide":
+        with index_audit():
+            _block_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, HOW=how)
+        assert y[-BLOCK:].eq(1).all()
+        return
+    with pytest.raises(Exception) as caught, index_audit():
+        _block_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, HOW=how)
+    wrap = wrap_of(caught.value)
+    assert isinstance(wrap, IndexWrapError) and "block pointer whose offset[0] wrapped" in str(wrap)
+
+
+@triton.jit
+def _long_loop(x, n):
+    for i in tl.range(0, n):
+        tl.store(x + i, 1.0)
+
+
+def test_the_audit_refuses_a_loop_too_long_to_run() -> None:
+    """A loop that does not start at the program id runs whole; past MAX_AUDITED_LOOP it would run for hours."""
+    with pytest.raises(Exception) as caught, index_audit():
+        _long_loop[(1,)](torch.zeros(8192), 8192)
+    assert "too long to audit" in repr(caught.value)
+
+
+def test_virtual_allocations_replace_only_large_plain_cpu_tensors() -> None:
+    allocators = (torch.empty, torch.empty_like, torch.Tensor.new_empty)
+    with virtual_allocations(min_bytes=2**20):
+        big = torch.empty(2**20, dtype=torch.float32)
+        small = torch.empty(16)
+        like = torch.empty_like(big, dtype=torch.float64)
+        strided = torch.empty_like(big.view(2**10, 2**10).t())
+        new = big.new_empty((2**19, 4))
+    assert torch.equal(big, torch.zeros_like(big)) and like.dtype == torch.float64 and like.shape == big.shape
+    assert new.shape == (2**19, 4) and new.is_contiguous()
+    assert small.numel() == 16 and strided.stride() == (1, 2**10)  # allocated as asked
+    assert (torch.empty, torch.empty_like, torch.Tensor.new_empty) == allocators  # restored
+
+
+def _toy_ops(wide: bool) -> Ops:
+    """A subject whose forward runs _head_rows over its A argument's rows, one per value head."""
+    def forward(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, A: torch.Tensor, *rest: object) -> tuple:
+        rows = A.reshape(-1)
+        T = rows.numel() // HEADS
+        out = torch.empty_like(rows)
+        _head_rows[(T // BLOCK, HEADS)](rows, out, T, BLOCK=BLOCK, WIDE=wide, MASK_PAST=False)
+        return out, out
+
+    return Ops(forward, lambda *a: (None, None, None, None), torch.device("cpu"))
+
+
+# A's 1 x T x 3 x 16 float16 elements: 3 * 2**30 at T = 2**26, three toy heads of 2**30 (the third's base 2**31).
+BIG = Case(T=2**26, H=3, HV=3, K=16, V=16, BT=16, dtype="float16")
+
+
+def test_the_property_fails_a_subject_whose_offsets_wrap_and_passes_its_twin() -> None:
+    with pytest.raises(PropertyFailure, match=r"fwd: load through an address whose index arithmetic wrapped"):
+        check_index_width(BIG, _toy_ops(wide=False))
+    metrics = check_index_width(BIG, _toy_ops(wide=True))
+    assert metrics["fwd"]["max_offset"] >= 2**31 and metrics["bwd"]["launches"] == 0  # the toy has no backward kernel
+
+
+@pytest.mark.parametrize("case", [
+    # head-major gates of HV x T >= 2**31: the offset i_h * T the audit found wrapping in int32 (kernels._gate_base)
+    Case(T=2**25, H=65, HV=65, K=16, V=16, BT=16, dtype="bfloat16", backend="cpu"),
+    # token-major rows past 2**31 elements in both ops, varlen
+    Case(T=2**21, H=16, HV=16, K=128, V=128, BT=64, dtype="bfloat16", use_g=True, backend="cpu",
+         cu_seqlens=(0, 3, 2**20, 2**21)),
+])
+def test_wy_ascend_keeps_every_offset_exact_at_real_sizes(case: Case) -> None:
+    metrics = check_index_width(case)
+    assert metrics["fwd"]["max_offset"] >= 2**31
+    assert ("bwd" in metrics) == (case.T * case.HV < 2**31)
