@@ -77,3 +77,11 @@ def test_a_failure_past_a_block_bound_names_its_block() -> None:
     assert failing_block(case, ValueError("no metrics")) is None
     assert failing_block(Case(T=16), PropertyFailure("x", {"dg": {**past, "worst_block": {**past["worst_block"],
                                                                                         "tokens": [0, 16]}}})) is None
+
+
+def test_a_case_moved_to_a_compiled_backend_drops_the_interpreters_knobs() -> None:
+    """The interpreter-only knobs ask the cpu backend to do what a compiled backend does by its own rule;
+    a replay on cuda drops them (cuda refuses them) and keeps every other knob."""
+    case = Case(backend="cpu", knobs={"lowp_dot": True, "emulate": False, "max_blocks": 3})
+    assert case.on("cuda") == case.replace(backend="cuda", knobs={"max_blocks": 3})
+    assert case.on("cpu") == case

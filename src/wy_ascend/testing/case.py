@@ -49,6 +49,9 @@ STREAMS = ("k", "v", "beta", "gate", "dw", "du", "beta_bit", "key_pick", "long_g
 # Launch knobs, then the kernel-variant knobs (backends.LaunchConfig says what each does).
 LAUNCH_KNOBS = ("max_blocks", "num_cores", "ub_bytes", "mode", "tile_cap", "max_tasks", "dot_guard", "gate_head_major",
                 "emulate", "group_dk", "lowp_dot", "dk_sum_kernel")
+# Knobs the interpreter takes to run what a compiled backend does by its own rule (Ascend's semantics,
+# cuda's bf16 dot operands, cuda's dk sum): a case moved to a compiled backend drops them (``Case.on``).
+INTERPRETER_KNOBS = ("emulate", "lowp_dot", "dk_sum_kernel")
 
 
 # The op arguments a case may lay out in memory otherwise than contiguously, with their ranks.
@@ -276,6 +279,13 @@ class Case:
         for b, bos, n in starts:
             out.extend((b, s, min(s + self.BT, bos + n)) for s in range(bos, bos + n, self.BT))
         return out
+
+    def on(self, backend: str) -> Case:
+        """The case on ``backend`` (a replay's, not the one it was found on): without INTERPRETER_KNOBS
+        where ``backend`` compiles its kernels, which refuse them and do by their own rule what they ask."""
+        knobs = self.knobs if BACKENDS[backend].interpret else {
+            k: v for k, v in self.knobs.items() if k not in INTERPRETER_KNOBS}
+        return self.replace(backend=backend, knobs=knobs)
 
     def block(self, start: int, end: int) -> Case:
         """The chunk of tokens ``start .. end - 1`` of the flat [B*T] token axis (one of ``chunk_bounds``)

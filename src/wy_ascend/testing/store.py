@@ -303,7 +303,7 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
     case's own. Raises PropertyFailure (or the exception the case raised) if it still fails.
     With ``runner`` the case runs in its child process (``runner.CaseRunner``), so a case
     that crashes or hangs raises CaseCrashed/CaseTimeout instead of taking this process down."""
-    case = stored.case.replace(backend=backend) if backend else stored.case
+    case = stored.case.on(backend) if backend else stored.case
     if runner is not None:
         return runner.run(stored.property, case).metrics
     return run_property(stored.property, case)
