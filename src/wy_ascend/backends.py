@@ -368,28 +368,68 @@ BACKENDS: dict[str, Backend] = {
 _BY_DEVICE = {"npu": "npu", "cuda": "cuda", "cpu": "cpu"}
 
 
+# What each backend needs, for BackendUnavailableError's advice (install.py is in the repository root).
+NEEDS = {
+    "cpu": "triton-ascend's interpreter (python install.py cpu, in a fresh environment)",
+    "cuda": "an NVIDIA GPU, torch built with CUDA and upstream triton 3.6-3.8 (python install.py cuda)",
+    "npu-cuda": "an NVIDIA GPU, torch built with CUDA and upstream triton 3.6-3.8 (python install.py cuda)",
+    "npu": "an Ascend NPU, torch_npu for its CANN toolkit and triton-ascend (python install.py npu)",
+}
+
+
 def _unavailable(name: str, reason: str) -> BackendUnavailableError:
-    return BackendUnavailableError(f"backend {name!r} is unavailable: {reason}; valid backends: {sorted(BACKENDS)}")
+    """The error for backend ``name`` (or a device type no backend runs): the reason, the backends
+    that do run here, and what ``name`` needs."""
+    needs = f" {name!r} needs {NEEDS[name]}." if name in NEEDS else ""
+    return BackendUnavailableError(f"backend {name!r} is unavailable: {reason}. Available here: "
+                                   f"{', '.join(runnable()) or 'none'}.{needs} Valid backends: {sorted(BACKENDS)}.",
+                                   backend=name)
+
+
+@cache
+def _missing(backend: Backend) -> str | None:
+    """Why ``backend`` cannot run here, None where it can (the cpu interpreter's own check aside)."""
+    if importlib.util.find_spec("triton") is None:
+        return "the `triton` module is not installed"
+    if backend.device_type == "npu":
+        if importlib.util.find_spec("torch_npu") is None:
+            return "torch_npu is not installed"
+        import torch_npu  # noqa: F401
+
+        if not torch.npu.is_available():  # type: ignore[attr-defined]
+            return "torch_npu sees no NPU"
+    if backend.device_type == "cuda" and not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+def runnable() -> list[str]:
+    """The backends that can run here, by name."""
+    from .interpreter import check_interpreter
+
+    def runs(backend: Backend) -> bool:
+        if _missing(backend) is not None:
+            return False
+        try:
+            if backend.interpret:
+                check_interpreter()
+        except BackendUnavailableError:
+            return False
+        return True
+
+    return [name for name, backend in sorted(BACKENDS.items()) if runs(backend)]
 
 
 @cache
 def check_available(backend: Backend) -> None:
     """Raise BackendUnavailableError with the reason if ``backend`` cannot run here."""
-    if importlib.util.find_spec("triton") is None:
-        raise _unavailable(backend.name, "the `triton` module is not installed (pip install '.[cpu]' or '.[cuda]')")
-    if backend.device_type == "npu":
-        if importlib.util.find_spec("torch_npu") is None:
-            raise _unavailable(backend.name, "torch_npu is not installed (pip install '.[npu]')")
-        import torch_npu  # noqa: F401
-
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            raise _unavailable(backend.name, "torch_npu sees no NPU")
+    reason = _missing(backend)
+    if reason is not None:
+        raise _unavailable(backend.name, reason)
     if backend.interpret:
         from .interpreter import check_interpreter
 
-        check_interpreter()
-    if backend.device_type == "cuda" and not torch.cuda.is_available():
-        raise _unavailable(backend.name, "torch sees no CUDA device")
+        check_interpreter()  # its own message: which triton is installed, and the repair
 
 
 def resolve_backend(name: str | None, device: torch.device) -> Backend:

@@ -158,9 +158,10 @@ def check_interpreter() -> None:
     found = (f"upstream triton {upstream}" + (f" installed over triton-ascend {ascend}" if ascend else "")
              if upstream else "a triton module of no known distribution")
     raise BackendUnavailableError(
-        f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found}; install the cpu "
-        "extra into an environment without upstream triton (README: Install), e.g. "
-        "pip install 'wy_ascend[cpu]' --extra-index-url https://download.pytorch.org/whl/cpu")
+        f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found} (both own the "
+        "`triton` module). Repair it: pip uninstall -y triton && pip install --force-reinstall --no-deps "
+        "triton-ascend==3.2.0 pybind11; or install into a fresh environment from a wy_ascend checkout: "
+        "python -m venv .venv && . .venv/bin/activate && python install.py cpu")
 
 
 @cache

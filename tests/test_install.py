@@ -1,0 +1,86 @@
+"""install.py refuses an environment its backend cannot live with before pip runs, pins torch to its CPU
+build for cpu and forbids the other `triton` distribution; the error of a missing backend says what
+runs here and gives install.py's command for the missing one. The installs themselves are not run here
+(they download); the commands they would run are."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import wy_ascend
+from wy_ascend.backends import NEEDS, runnable
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("wy_install", ROOT / "install.py")
+assert spec is not None and spec.loader is not None
+install = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(install)
+
+
+def environment(monkeypatch: pytest.MonkeyPatch, dists: dict[str, str], torch_requires: list[str] = ()) -> None:
+    """Pretend the environment holds ``dists`` (name -> version) and torch requires ``torch_requires``."""
+    monkeypatch.setattr(install, "version", dists.get)
+    monkeypatch.setattr(install.metadata, "requires", lambda dist: list(torch_requires) if dist == "torch" else [])
+
+
+@pytest.mark.parametrize("backend,dists,requires,refused", [
+    ("cpu", {}, [], None),
+    ("cpu", {"torch": "2.13.0+cpu", "triton-ascend": "3.2.0"}, [], None),
+    ("cpu", {"torch": "2.13.0+cpu", "triton": "3.6.0"}, [], "triton 3.6.0 is installed here"),
+    ("cpu", {"torch": "2.14.1"}, ["nvidia-cudnn-cu13==9.1", "triton==3.8.0"], "is a CUDA build"),
+    ("cpu", {"torch": "2.11.0+cu130"}, [], "is a CUDA build"),
+    ("cuda", {"torch": "2.14.1", "triton": "3.8.0"}, ["triton==3.8.0"], None),
+    ("cuda", {"torch": "2.13.0+cpu", "triton-ascend": "3.2.0"}, [], "triton-ascend 3.2.0 is installed here"),
+    ("npu", {"torch": "2.8.0"}, [], "needs torch and torch_npu installed first"),
+    ("npu", {"torch": "2.8.0", "torch_npu": "2.8.0", "triton": "3.6.0"}, [], "triton 3.6.0 is installed here"),
+    ("npu", {"torch": "2.8.0", "torch_npu": "2.8.0"}, [], None),
+])
+def test_refuses_what_the_backend_cannot_live_with(monkeypatch, capsys, backend, dists, requires, refused) -> None:
+    environment(monkeypatch, dists, requires)
+    why = install.refusal(backend)
+    assert why is None if refused is None else refused in why
+    status = install.main([backend, "--dry-run"])
+    out, err = capsys.readouterr()
+    if refused is None:
+        assert status == 0 and "\n+ " in out
+    else:  # refused before any pip command
+        assert status == 2 and "refused, nothing changed" in err and "+ " not in out
+
+
+def test_cpu_takes_torch_from_a_cpu_source_first_and_pins_it(monkeypatch, capsys, tmp_path) -> None:
+    environment(monkeypatch, {})
+    monkeypatch.setenv("WY_ASCEND_WHEELS", str(tmp_path))  # no wheel there: the CPU index
+    assert install.main(["cpu", "--dry-run", "--dev"]) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ ")]
+    assert len(commands) == 2
+    assert "torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu" in commands[0]
+    assert " -e " in commands[1] and f"{ROOT}[cpu,test]" in commands[1] and "--constraint" in commands[1]
+    wheel = tmp_path / f"torch-2.13.0+cpu-cp{sys.version_info.major}{sys.version_info.minor}-none-any.whl"
+    wheel.touch()
+    assert install.torch_command()[-3:] == ["torch==2.13.0+cpu", "--find-links", str(tmp_path)]
+
+
+def test_the_constraints_forbid_the_other_triton_and_keep_torch(monkeypatch) -> None:
+    environment(monkeypatch, {"torch": "2.13.0+cpu"})
+    lines = [line.split("#")[0].strip() for line in install.constraints("cpu").splitlines()]
+    assert lines == ["triton<0", "torch==2.13.0+cpu"]
+    assert install.constraints("cuda").startswith("triton-ascend<0")
+
+
+def test_a_missing_backend_names_what_runs_here_and_how_to_get_it() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: the cuda backend is not missing")
+    with pytest.raises(wy_ascend.BackendUnavailableError) as missing:
+        wy_ascend.recompute_w_u_fwd(*[torch.zeros(1, 16, 1, 16)] * 2, torch.zeros(1, 16, 1),
+                                    torch.zeros(1, 16, 1, 16), None, backend="cuda")
+    message = str(missing.value)
+    assert f"Available here: {', '.join(runnable()) or 'none'}." in message and "cuda" not in runnable()
+    assert "python install.py cuda" in message and missing.value.backend == "cuda"
+    for advice in NEEDS.values():  # every command the advice gives is one install.py takes
+        command = advice.split("(python install.py ")[1].split(")")[0].split(",")[0]
+        assert command in install.EXTRA
