@@ -54,7 +54,7 @@ DEFAULT_BACKEND = "cpu"
 DEFAULT_REPORT = "fuzz-report.json"
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_NAMES = ("oracle", "launch_invariance", "memory_layout", "varlen_split", "grouped_heads", "widened_gates",
-                  "containment", "linearity", "plan_coverage", "bad_input", "perf")
+                  "containment", "linearity", "plan_coverage", "bad_input", "compiles", "index_width", "perf")
 PERF = "perf"  # the device-time property: only the perf profile runs it, and it runs nothing else
 
 # Cases can be slow (interpreter) and large (many sequences); neither is a test smell here.
@@ -110,8 +110,12 @@ class Profile:
 # case): 12 cases add ~7% of the CPU time. Each case lays out about half of its arguments, so each
 # argument is laid out in ~6 cases, and an ignored stride fails any case that lays that argument out.
 # containment: two op runs a case, no oracle (~1.3 s of CPU a case, as grouped_heads); linearity the same.
+# compiles: two op calls of a small split case, ~0.3 s of CPU. index_width: a real-size problem (2**31
+# elements and more) under the interpreter's address audit, 0.1-2 s for wy_ascend; a foreign subject's
+# own host copies (fla-ascend's transposed gates: 4.4 GiB written) take up to ~15 s.
 CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varlen_split": 30, "grouped_heads": 30,
-               "widened_gates": 25, "containment": 30, "linearity": 25, "plan_coverage": 1000, "bad_input": 250}
+               "widened_gates": 25, "containment": 30, "linearity": 25, "plan_coverage": 1000, "bad_input": 250,
+               "compiles": 8, "index_width": 4}
 NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
                       max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
@@ -132,7 +136,8 @@ PROFILES: dict[str, Profile] = {
                 kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
         Profile("large", "accelerator, sizes near device memory, few examples",
                 {"oracle": 6, "launch_invariance": 4, "memory_layout": 2, "varlen_split": 3, "grouped_heads": 3,
-                 "widened_gates": 2, "containment": 3, "linearity": 2, "plan_coverage": 100, "bad_input": 50},
+                 "widened_gates": 2, "containment": 3, "linearity": 2, "plan_coverage": 100, "bad_input": 50,
+                 "compiles": 2, "index_width": 2},
                 LARGE_SIZES, kind="large", accelerator=True),
         # 24 shapes of issue 13's grid, each timed forward and backward (and fla-core's where installed):
         # ~1 min of first-call compiles and autotuning plus ~1 s of timing a shape on an H200.

@@ -99,10 +99,14 @@ def case_host_bytes(case: Case) -> int:
 # ----------------------------------------------------------------------------- pieces
 
 
+def plannable_chunk_sizes(backend: str) -> list[int]:
+    """BT values the backend can plan with its default knobs, ascending."""
+    return [bt for bt in SUPPORTED_BT if supported(Case(BT=bt, backend=backend))]
+
+
 def chunk_sizes(backend: str) -> st.SearchStrategy[int]:
     """BT values the backend can plan with its default knobs (16 first)."""
-    ok = [bt for bt in SUPPORTED_BT if supported(Case(BT=bt, backend=backend))]
-    return st.sampled_from(ok)
+    return st.sampled_from(plannable_chunk_sizes(backend))
 
 
 def _ub_choices(backend: str, BT: int) -> list[int]:
@@ -573,6 +577,66 @@ def perf_cases(draw: st.DrawFn, backend: str) -> Case:
         B = draw(st.sampled_from((1, 2, 4, 8)))
         layout = {"B": B, "T": tokens // B}
     return Case(H=H, HV=H * ratio, K=K, V=V, BT=64, dtype="bfloat16", use_g=True, backend=backend, **layout)
+
+
+# ----------------------------------------------------------------------------- scale: compiles and index width
+
+
+@st.composite
+def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
+    """A small case for the compiles property whose launches split: grid launches of at most
+    ``max_blocks`` programs, fewer than its tasks (chunks x value heads), or (the backend's core grid)
+    launches of at most ``max_tasks`` tasks. A foreign subject lowers its own grid limit to
+    ``max_blocks`` (testing/scaling.py SPLIT_LIMITS). Shrinks toward two chunks of one head, a launch a task."""
+    BT = draw(chunk_sizes(backend))
+    H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads))))
+    chunks = draw(st.integers(2, max(2, sizes.max_tasks // HV)))
+    T = draw(st.integers((chunks - 1) * BT + 1, chunks * BT))
+    limit = draw(st.integers(1, chunks * HV - 1))
+    knobs = {"mode": "grid", "max_blocks": limit} if draw(st.booleans()) else {"mode": "persistent", "max_tasks": limit}
+    return Case(T=T, H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs)
+
+
+INDEX_LIMIT = 2**31
+# Value heads of the "gates" class: (HV - 1) * T reaches 2**31 with HV * T just past it (the head-major
+# gate offset i_h * T of the last head), T below 2**31 (an int32 kernel argument).
+GATE_HEADS = (65, 33, 17, 9, 5, 3)
+ROW_HEADS = (1, 2, 4, 8, 16)
+INDEX_DIMS = (16, 64, 128)
+
+
+@st.composite
+def index_width_cases(draw: st.DrawFn, backend: str = "cpu") -> Case:
+    """A problem past 2**31 elements for the index_width property, of one of two classes (the first, where
+    shrinking ends, the cheaper):
+
+    * "rows": A (tokens x value heads x BT) past 2**31 elements, the gates below (both ops audited): a
+      fixed batch of one or two rows, or a varlen batch of a few sequences;
+    * "gates": value heads x tokens past 2**31 (the forward audited), K = V = 16, bfloat16 or float16
+      gates, no g: a subject that copies beta into another layout writes 2 bytes per element (4.4 GiB).
+
+    Tokens are the least that reach the class's 2**31 plus up to three chunks. BT is drawn widest first:
+    the audit visits every program of a grid launch (chunks x heads, 2**31 / BT**2 of them for "rows")."""
+    BT = draw(st.sampled_from(plannable_chunk_sizes(backend)[::-1]))
+    extra = draw(st.integers(0, 3 * BT))
+    if draw(st.sampled_from(("rows", "gates"))) == "rows":
+        HV = draw(st.sampled_from(ROW_HEADS))
+        tokens = cdiv(INDEX_LIMIT, HV * BT) + extra
+        K, V = draw(st.sampled_from(INDEX_DIMS)), draw(st.sampled_from(INDEX_DIMS))
+        dtype, use_g = draw(st.sampled_from(tuple(DTYPES))), draw(st.booleans())
+        layout: dict[str, Any] = {"T": tokens}
+        shape = draw(st.sampled_from(("one_row", "two_rows", "varlen")))
+        if shape == "two_rows":
+            layout = {"B": 2, "T": cdiv(tokens, 2)}
+        elif shape == "varlen":
+            cuts = sorted(draw(st.lists(st.integers(1, tokens - 1), min_size=1, max_size=3, unique=True)))
+            layout = {"T": tokens, "cu_seqlens": (0, *cuts, tokens)}
+        return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, **layout)
+    HV = draw(st.sampled_from(GATE_HEADS))
+    tokens = cdiv(INDEX_LIMIT, HV - 1) + extra
+    return Case(T=tokens, H=draw(st.sampled_from((HV, 1))), HV=HV, K=16, V=16, BT=BT,
+                dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend)
 
 
 # ----------------------------------------------------------------------------- features

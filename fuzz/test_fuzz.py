@@ -27,7 +27,7 @@ from hypothesis.control import current_build_context
 
 from fuzz.pool import run_pool
 from fuzz.profiles import TALLY, current
-from fuzz.strategies import Sizes, bad_input_cases, case_strategy, perf_cases, plan_cases
+from fuzz.strategies import Sizes, bad_input_cases, case_strategy, index_width_cases, perf_cases, plan_cases, split_cases
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.env import switch
 from wy_ascend.errors import BackendUnavailableError
@@ -242,6 +242,18 @@ def _each_corruption(test: Any) -> Any:
 @_each_corruption
 def test_bad_input(case: Case) -> None:
     check("bad_input", case)
+
+
+@PROFILE.settings_for("compiles")
+@given(case=split_cases(SIZES, BACKEND))
+def test_compiles(case: Case) -> None:
+    check("compiles", case)
+
+
+@PROFILE.settings_for("index_width")
+@given(case=index_width_cases(BACKEND))
+def test_index_width(case: Case) -> None:
+    check("index_width", case)
 
 
 @PROFILE.settings_for("perf")
