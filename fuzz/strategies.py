@@ -585,15 +585,17 @@ def perf_cases(draw: st.DrawFn, backend: str) -> Case:
 @st.composite
 def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
     """A small case for the compiles property whose launches split: grid launches of at most
-    ``max_blocks`` programs, fewer than its tasks (chunks x value heads), or (the backend's core grid)
-    launches of at most ``max_tasks`` tasks. A foreign subject lowers its own grid limit to
-    ``max_blocks`` (testing/scaling.py SPLIT_LIMITS). Shrinks toward two chunks of one head, a launch a task."""
+    ``max_blocks`` programs, fewer than its tasks (chunks x value heads), and, in a core grid, launches of
+    at most ``max_tasks`` (as many) tasks. A foreign subject lowers its own grid limit to ``max_blocks``
+    (testing/scaling.py SPLIT_LIMITS). Shrinks toward two chunks of one head, a launch a task."""
     BT = draw(chunk_sizes(backend))
     H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads))))
     chunks = draw(st.integers(2, max(2, sizes.max_tasks // HV)))
     T = draw(st.integers((chunks - 1) * BT + 1, chunks * BT))
     limit = draw(st.integers(1, chunks * HV - 1))
-    knobs = {"mode": "grid", "max_blocks": limit} if draw(st.booleans()) else {"mode": "persistent", "max_tasks": limit}
+    knobs = {"mode": "grid", "max_blocks": limit}
+    if draw(st.booleans()):  # wy_ascend's core grid splits by tasks; a foreign subject's grid by max_blocks still
+        knobs.update(mode="persistent", max_tasks=limit)
     return Case(T=T, H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
                 seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs)
 
