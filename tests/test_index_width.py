@@ -25,7 +25,7 @@ from wy_ascend.testing.index_audit import (  # noqa: E402
     virtual_empty,
     wrap_of,
 )
-from wy_ascend.testing.scaling import Ops, check_index_width  # noqa: E402
+from wy_ascend.testing.scaling import Ops, check_index_width, real_size_check, subject_ops  # noqa: E402
 
 backends.kernel_for(backends.BACKENDS["cpu"], "fwd")  # the interpreter, prepared
 
@@ -181,3 +181,16 @@ def test_wy_ascend_keeps_every_offset_exact_at_real_sizes(case: Case) -> None:
     metrics = check_index_width(case)
     assert metrics["fwd"]["max_offset"] >= 2**31
     assert ("bwd" in metrics) == (case.T * case.HV < 2**31)
+
+
+@pytest.mark.parametrize("case", [Case(T=40, HV=2, use_g=True, backend="cpu"),
+                                  Case(T=70, cu_seqlens=(0, 33, 70), HV=2, use_g=True, backend="cpu")])
+def test_the_real_size_check_holds_the_last_chunk_to_its_oracle(case: Case) -> None:
+    """The device path (real tensors, zeros but the last chunk) at small sizes: this project's ops pass, a
+    subject whose outputs come from the neighbouring tokens' rows (what a wrapped index reads) fails."""
+    ops = subject_ops(case)
+    metrics = real_size_check(case, ops)
+    assert max(m["rel_rms"] for m in metrics.values() if isinstance(m, dict)) < 1e-5  # float32 kernels
+    shifted = Ops(lambda *a: tuple(x.roll(1, 1) for x in ops.forward(*a)), ops.backward, ops.device)
+    with pytest.raises(PropertyFailure, match=r"last chunk's outputs are wrong.*w: rel_rms"):
+        real_size_check(case, shifted)

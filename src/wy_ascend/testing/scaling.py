@@ -152,7 +152,7 @@ def check_index_width(case: Case, ops: Ops | None = None) -> Metrics:
     accept those sizes."""
     ops = ops or subject_ops(case, poison_outputs=False)  # poisoned outputs are written whole
     if ops.device.type != "cpu":
-        return _device_index_width(case, ops)
+        return real_size_check(case, ops)
     with phase("inputs"):
         x = _virtual_inputs(case, ops.gates_head_major)
     calls: dict[str, Callable[[], object]] = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)}
@@ -183,8 +183,9 @@ def _last_chunk(case: Case) -> tuple[int, int, int]:
     return b, start - b * case.T, end - b * case.T
 
 
-def _device_index_width(case: Case, ops: Ops) -> Metrics:
-    """The real-size run on a device (module doc). Not yet run on a device."""
+def real_size_check(case: Case, ops: Ops) -> Metrics:
+    """The real-size run (module doc): what index_width does on a device, where it has not run yet; it runs
+    anywhere (the tests run it on the cpu at small sizes)."""
     b, t0, t1 = _last_chunk(case)
     chunk_case = case.replace(B=1, T=t1 - t0, cu_seqlens=None)
     with phase("inputs"):
