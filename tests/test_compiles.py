@@ -17,7 +17,7 @@ import triton.language as tl  # noqa: E402
 
 from wy_ascend import backends  # noqa: E402
 from wy_ascend.testing.case import Case  # noqa: E402
-from wy_ascend.testing.compiles import differing, distinct, recorded_launches  # noqa: E402
+from wy_ascend.testing.compiles import differing, distinct, record_launch, recorded_launches  # noqa: E402
 from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
 from wy_ascend.testing.scaling import Ops, check_compiles  # noqa: E402
 
@@ -125,3 +125,14 @@ def test_wy_ascend_compiles_each_kernel_once_in_every_split(knobs: dict[str, obj
     metrics = check_compiles(CASE.replace(T=40, use_g=True, backend="cpu", knobs=knobs))
     assert metrics["fwd.wy_fwd_kernel"] == {"launches": 6, "compiles": 1}
     assert metrics["bwd.wy_bwd_kernel"] == {"launches": 6, "compiles": 1}
+
+
+def test_a_launch_that_bypasses_tritons_run_is_keyed_from_its_arguments() -> None:
+    """cuda's compiled launches after a call's first skip JITFunction.run (ops.py): record_launch keys them
+    from the kernel and its arguments as run would (an autotuner's or heuristics' jit function inside)."""
+    x = torch.zeros(BLOCK)
+    with recorded_launches() as launches:
+        record_launch(_offset_constexpr, {"x": x, "OFFSET": 3, "BLOCK": BLOCK})
+        _offset_constexpr[(1,)](x, OFFSET=3, BLOCK=BLOCK)
+    assert len(launches) == 2 and launches[0] == launches[1]
+    assert dict(launches[0].specialization)["OFFSET"] == "=3"

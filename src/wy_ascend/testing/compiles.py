@@ -131,6 +131,19 @@ def _record(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         record.append(launch)
 
 
+def record_launch(kernel: Any, kwargs: dict[str, Any]) -> None:
+    """Record a launch of ``kernel`` (a jit function, interpreted or compiled, or an autotuner or heuristics
+    around one) with ``kwargs`` that bypasses Triton's launch path: a compiled kernel called directly
+    (ops.py's cuda launches after a call's first), which Triton's run never sees."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    while not isinstance(kernel, (JITFunction, InterpretedFunction)):
+        kernel = kernel.fn
+    if _RECORDS:
+        _record(_shadow(kernel) if isinstance(kernel, InterpretedFunction) else kernel, (), kwargs)
+
+
 @cache
 def _install() -> None:
     """Wrap the interpreter's GridExecutor call and the compiled JITFunction's run with ``_record``

@@ -32,10 +32,10 @@ import torch
 
 from .. import reference
 from ..backends import BACKENDS, _given, check_available, kernel_for
-from ..ops import prepare_wy_repr_bwd, recompute_w_u_fwd
+from ..ops import observed, prepare_wy_repr_bwd, recompute_w_u_fwd
 from ..planning import UnsupportedProblemError
 from .case import Case, Inputs
-from .compiles import differing, distinct, recorded_launches
+from .compiles import differing, distinct, record_launch, recorded_launches
 from .failure import Metrics, PropertyFailure
 from .index_audit import index_audit, virtual_allocations, virtual_empty, wrap_of
 from .phases import phase
@@ -69,9 +69,28 @@ def subject_ops(case: Case, **knobs: Any) -> Ops:
     check_available(backend)
     kernel_for(backend, "fwd")
     config = case.config(**knobs)
-    return Ops(lambda *a: recompute_w_u_fwd(*a, backend=name, config=config),
-               lambda *a: prepare_wy_repr_bwd(*a, backend=name, config=config),
-               torch.device(backend.device_type), _given(config.gate_head_major, backend.gate_head_major))
+
+    def direct() -> Any:
+        """An observer recording the launches that bypass Triton's run: cuda's (ops.py) once compiled."""
+        launched = Counter[int]()
+
+        def observer(call: Any, grid: tuple[int, ...], kwargs: dict[str, Any]) -> None:
+            i = launched[id(call)]  # the op's launches run in plan order
+            launched[id(call)] += 1
+            if call.direct and call.compiled[i] is not None:
+                record_launch(call.kernel, kwargs)
+        return observer
+
+    def forward(*a: Any) -> tuple[torch.Tensor, ...]:
+        with observed(direct()):
+            return recompute_w_u_fwd(*a, backend=name, config=config)
+
+    def backward(*a: Any) -> tuple[torch.Tensor | None, ...]:
+        with observed(direct()):
+            return prepare_wy_repr_bwd(*a, backend=name, config=config)
+
+    return Ops(forward, backward, torch.device(backend.device_type),
+               _given(config.gate_head_major, backend.gate_head_major))
 
 
 @contextlib.contextmanager
