@@ -130,7 +130,7 @@ def test_wy_ascend_compiles_each_kernel_once_in_every_split(knobs: dict[str, obj
 def test_a_launch_that_bypasses_tritons_run_is_keyed_from_its_arguments() -> None:
     """cuda's compiled launches after a call's first skip JITFunction.run (ops.py): record_launch keys them
     from the kernel and its arguments as run would (an autotuner's or heuristics' jit function inside)."""
-    x = torch.zeros(BLOCK)
+    x = torch.zeros(4 * BLOCK)
     with recorded_launches() as launches:
         record_launch(_offset_constexpr, {"x": x, "OFFSET": 3, "BLOCK": BLOCK})
         _offset_constexpr[(1,)](x, OFFSET=3, BLOCK=BLOCK)
