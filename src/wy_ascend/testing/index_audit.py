@@ -121,7 +121,8 @@ def virtual_allocations(min_bytes: int = 2**28) -> Iterator[None]:
 @dataclass
 class Audit:
     """What one ``index_audit`` block ran: launches, programs run of those launched, loads and stores
-    checked, and the largest exact element offset a kernel added to a pointer."""
+    checked, and the largest exact element offset a kernel added to a pointer (or a block pointer's
+    offsets times strides reach past its base)."""
 
     keep: int
     launches: int = 0
@@ -290,6 +291,9 @@ def _install(audit: Audit) -> None:
         return op
 
     def block_check(kind: str, block: Any) -> None:
+        reach = sum((int(_exact(o).reshape(-1)[0]) + n - 1) * int(_exact(st).reshape(-1)[0])
+                    for o, n, st in zip(block.offsets, block.tensor_shape, block.strides))
+        audit.max_offset = max(audit.max_offset, reach)
         parts = [("base", block.base), *((f"shape[{i}]", h) for i, h in enumerate(block.shape)),
                  *((f"stride[{i}]", h) for i, h in enumerate(block.strides)),
                  *((f"offset[{i}]", h) for i, h in enumerate(block.offsets))]
