@@ -194,3 +194,20 @@ def test_the_real_size_check_holds_the_last_chunk_to_its_oracle(case: Case) -> N
     shifted = Ops(lambda *a: tuple(x.roll(1, 1) for x in ops.forward(*a)), ops.backward, ops.device)
     with pytest.raises(PropertyFailure, match=r"last chunk's outputs are wrong.*w: rel_rms"):
         real_size_check(case, shifted)
+
+
+@triton.jit
+def _head_loop(x, y, T, BLOCK: tl.constexpr):
+    """The heads in a loop whose counter is int64 (its start is): head h's base h * T is int64 on the device."""
+    for h in tl.range(tl.cast(tl.program_id(0), tl.int64), 3):
+        o = h * T + tl.arange(0, BLOCK)
+        tl.store(y + o, tl.load(x + o) + 1)
+
+
+def test_a_loop_counter_has_its_bounds_type() -> None:
+    """The interpreter counts in Python ints, int32 where they fit; the device's counter has its bounds'
+    type, int64 here, so 2 * T does not wrap there and the audit must not say it does."""
+    x, y = _pair()
+    with index_audit() as audit:
+        _head_loop[(1,)](x, y, T, BLOCK=BLOCK)
+    assert audit.max_offset == 2 * T + BLOCK - 1 and y[2 * T:2 * T + BLOCK].eq(1).all()

@@ -325,12 +325,23 @@ def _install(audit: Audit) -> None:
         def loop(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any) -> Any:
             iterations = inner(arg1, arg2, step, **kwargs)
             if arg2 is not None and type(arg1) not in (int, tl.constexpr):  # started at the program id
-                return iterations[-audit.keep:]
-            if len(iterations) > MAX_AUDITED_LOOP:
+                iterations = iterations[-audit.keep:]
+            elif len(iterations) > MAX_AUDITED_LOOP:
                 raise IndexAuditError(f"a tl.range loop of {len(iterations)} iterations that does not start at the "
                                       f"program id: too long to audit; at {_location(emulation)}")
+            # The interpreter's counter is a Python int, made int32 where it fits; the device's has the bounds'
+            # type: int64 bounds give int64 counters, in whose arithmetic nothing wraps at 2**31.
+            if any(_int64(bound) for bound in (arg1, arg2, step)):
+                b = interpreter.interpreter_builder
+                return [tl.tensor(b.get_int64(int(i)), tl.int64) for i in iterations]
             return iterations
         return loop
+
+    def _int64(bound: Any) -> bool:
+        if isinstance(bound, tl.tensor):
+            return bool(bound.dtype == tl.int64)
+        value = bound.value if isinstance(bound, tl.constexpr) else bound
+        return isinstance(value, int) and not -2**31 <= value < 2**31
 
     class Selected:
         """A launch's kernel function, run only for the audited programs (the last ``keep`` along each
