@@ -165,10 +165,11 @@ def _env(backend: str) -> dict[str, str]:
 
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests (pytest tests/); cpu: one xdist worker per core; every skip's reason shown."""
+    """Unit and integration tests (pytest tests/, or the files given); cpu: one worker per core; skip reasons shown."""
     backend = install(session)
     args = _workers(backend, _without_backend(list(session.posargs)))
-    session.run("python", "-m", "pytest", "tests/", "-rs", *args, env=_env(backend))
+    named = any(Path(a.split("::")[0]).exists() for a in args if not a.startswith("-"))
+    session.run("python", "-m", "pytest", *([] if named else ["tests/"]), "-rs", *args, env=_env(backend))
 
 
 @nox.session(venv_backend="none")
