@@ -1,48 +1,54 @@
-"""The README's Python blocks run as written, and its ``chunk_local_g`` is the chunk-local
-cumulative log2 gate that the oracle and the kernels assume.
+"""The README's code runs as written, and its figures agree with the generated page they come from.
 
-The blocks run in one namespace, those that only define functions first (the usage example
-calls ``chunk_local_g``, which the README defines further down, under "Building g").
+Every fenced ``python`` block runs, in one namespace, in the README's order. Every ``bash`` block
+runs line by line in the repository root, with this environment's scripts (``python``, ``nox``,
+``wy-ascend``) first on the PATH, and must exit 0. A block that needs a device, a fresh environment
+or a long run is preceded by ``<!-- test: ... -->`` with one line per command of the block: either a
+cheaper form, which must begin with the README's command (the same command, with options that bound
+it; ``{tmp}`` is a scratch directory), or ``skip: <why>``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCK = re.compile(r"(?:^<!-- test: (?P<how>.*?) -->\n)?^```(?P<lang>\w+)\n(?P<body>.*?)^```", re.S | re.M)
 
 
-def readme_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
+def blocks(lang: str) -> list[re.Match[str]]:
+    return [m for m in BLOCK.finditer(README) if m["lang"] == lang]
+
+
+def commands() -> list[tuple[str, str]]:
+    """(the README's command, what the test runs or "skip: why"), for every line of every bash block."""
+    out = []
+    for block in blocks("bash"):
+        lines = [" ".join(shlex.split(line, comments=True)) for line in block["body"].splitlines()]
+        lines = [line for line in lines if line]
+        how = block["how"].splitlines() if block["how"] else lines
+        assert len(how) == len(lines), f"the test comment of {lines} has {len(how)} lines for {len(lines)} commands"
+        out += list(zip(lines, (h.strip() for h in how)))
+    return out
 
 
 @pytest.fixture(scope="module")
 def readme() -> dict:
-    blocks = readme_blocks()
-    assert blocks, "the README has no Python block"
+    found = blocks("python")
+    assert len(found) >= 3, "the README's Python blocks: the import switch, chunk_local_g, the usage example"
     namespace: dict = {"__name__": "readme"}
-    for block in sorted(blocks, key=lambda b: not b.lstrip().startswith("def ")):
-        exec(compile(block, "README.md", "exec"), namespace)
+    for block in found:
+        exec(compile(block["body"], "README.md", "exec"), namespace)
     return namespace
-
-
-def naive_g(gate: torch.Tensor, BT: int, cu: list[int] | None) -> torch.Tensor:
-    """The definition, token by token: restart the sum at every sequence start and every BT tokens."""
-    B, T, _ = gate.shape
-    g = torch.zeros_like(gate)
-    for b in range(B):
-        starts = set(cu[:-1]) if cu is not None else {0}
-        total = None
-        pos = 0
-        for t in range(T):
-            pos = 0 if t in starts else pos + 1
-            total = gate[b, t] if pos % BT == 0 else total + gate[b, t]
-            g[b, t] = total
-    return g
 
 
 def test_the_usage_example_runs(readme) -> None:
@@ -50,19 +56,64 @@ def test_the_usage_example_runs(readme) -> None:
     B, T, H, HV, K, V = (readme[n] for n in ("B", "T", "H", "HV", "K", "V"))
     assert w.shape == (B, T, HV, K) and u.shape == (B, T, HV, V) and dk.shape == (B, T, H, K)
     assert dg.shape == (B, T, HV) and all(bool(torch.isfinite(x).all()) for x in (w, u, dk, dg))
+    assert readme["recompute_w_u_fwd"] is readme["wy_ascend"].recompute_w_u_fwd  # the import switch
 
 
-@pytest.mark.parametrize(
-    "B,T,BT,cu",
-    [
-        (2, 70, 16, None),
-        (1, 100, 64, [0, 30, 100]),
-        (1, 90, 32, [0, 0, 1, 40, 40, 90]),  # empty sequences, a one-token sequence
-        (1, 5, 128, [0, 5]),
-    ],
-)
+def naive_g(gate: torch.Tensor, BT: int, cu: list[int] | None) -> torch.Tensor:
+    """The definition, token by token: restart the sum at every sequence start and every BT tokens."""
+    B, T, _ = gate.shape
+    g = torch.zeros_like(gate)
+    starts = set(cu[:-1]) if cu is not None else {0}
+    for b in range(B):
+        pos, total = 0, None
+        for t in range(T):
+            pos = 0 if t in starts else pos + 1
+            total = gate[b, t] if pos % BT == 0 else total + gate[b, t]
+            g[b, t] = total
+    return g
+
+
+@pytest.mark.parametrize("B,T,BT,cu", [
+    (2, 70, 16, None),
+    (1, 100, 64, [0, 30, 100]),
+    (1, 90, 32, [0, 0, 1, 40, 40, 90]),  # empty sequences, a one-token sequence
+    (1, 5, 128, [0, 5]),
+])
 def test_chunk_local_g_restarts_at_chunks_and_sequences(readme, B, T, BT, cu) -> None:
     gate = -torch.rand(B, T, 3, dtype=torch.float64)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
     got = readme["chunk_local_g"](gate, BT, cu_t)
     torch.testing.assert_close(got, naive_g(gate, BT, cu), rtol=0, atol=1e-12)
+
+
+def test_every_cheaper_form_is_the_readmes_command_bounded() -> None:
+    found = commands()
+    assert any(cmd.startswith("nox -s fuzz") for cmd, _ in found) and any(cmd.startswith("wy-ascend") for cmd, _ in found)
+    for cmd, how in found:
+        if how.startswith("skip:"):
+            assert how[len("skip:"):].strip(), f"{cmd!r}: a skip says why"
+        else:
+            assert how.startswith(cmd), f"the test runs {how!r} for the README's {cmd!r}: not the same command"
+
+
+@pytest.mark.parametrize("cmd,how", commands(), ids=[cmd for cmd, _ in commands()])
+def test_the_shell_command_runs(cmd: str, how: str, tmp_path: Path) -> None:
+    if how.startswith("skip:"):
+        pytest.skip(f"{cmd!r}: {how[len('skip:'):].strip()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no xdist worker's identity
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["WY_ASCEND_FUZZ_REPORT"] = str(tmp_path / "fuzz-report.json")
+    run = subprocess.run(["bash", "-c", how.format(tmp=tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=1200)
+    assert run.returncode == 0, f"{how}: exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+
+
+def test_the_speed_figures_are_the_benchmark_pages() -> None:
+    """The README's headline ratios against fla-core are the range of docs/benchmarks.md's headline table."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = page.split("### Headline shapes", 1)[1].split("\n\n")[1]
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in table.splitlines()[2:]]
+    ratio = {op: sorted(float(r[4]) for r in rows if r[1] == op) for op in ("fwd", "bwd")}
+    said = re.search(r"backward takes ([\d.]+)-([\d.]+)x .*?forward\s+([\d.]+)-([\d.]+)x", README, re.S)
+    assert said, "the README's speed sentence"
+    assert [float(x) for x in said.groups()] == [ratio["bwd"][0], ratio["bwd"][-1], ratio["fwd"][0], ratio["fwd"][-1]]
