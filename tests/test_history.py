@@ -19,12 +19,12 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzz.strategies import CPU_SIZES, cases, layouts
+from fuzz.strategies import CPU_SIZES, cases, heads, launch_knobs, plannable_chunk_sizes
 from wy_ascend import backends, ops, planning, validation
 from wy_ascend.backends import LaunchConfig
 from wy_ascend.layout import prepare_chunk_indices
 from wy_ascend.testing import history
-from wy_ascend.testing.case import Case
+from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, Case
 from wy_ascend.testing.properties import supported
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,28 +33,73 @@ CPU_ONLY = pytest.mark.skipif(os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu
 
 # ----------------------------------------------------------------------------- the history property
 
-# The fields a later call may change of an earlier one, so a memo sees keys that differ in one part.
-ONE_CHANGE = ("BT", "dtype", "index_dtype", "knobs", "use_g", "beta_dtype", "g_dtype", "seed", "dist", "chunk_indices",
-              "H", "HV", "K", "V")
+# Small calls (the interpreter's time is per chunk, head and tile): a few heads, narrow K and V.
+SIZES = dataclasses.replace(CPU_SIZES, max_heads=2, max_value_heads=4, dims=(16, 24, 32, 17), max_dim=32, max_seqs=4)
+
+
+def _other(values: tuple[Any, ...], current: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([v for v in values if v != current])
+
+
+@st.composite
+def _changed(draw: st.DrawFn, case: Case, what: str) -> Case:
+    """``case`` with ``what`` changed to another value (a memo then sees a key that differs in that part)."""
+    if what == "BT":
+        return case.replace(BT=draw(_other(tuple(plannable_chunk_sizes("cpu")), case.BT)), knobs={})
+    if what == "dtype":
+        return case.replace(dtype=draw(_other(tuple(DTYPES), case.dtype)), beta_dtype=None, g_dtype=None)
+    if what == "gate dtypes":
+        return case.replace(beta_dtype=draw(st.sampled_from(tuple(DTYPES))),
+                            g_dtype=draw(st.sampled_from(tuple(DTYPES))) if case.use_g else None)
+    if what == "index_dtype":
+        return case.replace(index_dtype=draw(_other(tuple(INDEX_DTYPES), case.index_dtype)))
+    if what == "use_g":
+        return case.replace(use_g=not case.use_g, g_dtype=None, memory={})
+    if what == "knobs":
+        return case.replace(knobs=draw(launch_knobs("cpu", case.BT, grouped=case.HV > case.H)))
+    if what == "heads":
+        H, HV = draw(heads(SIZES).filter(lambda h: h != (case.H, case.HV)))
+        return case.replace(H=H, HV=HV, knobs={})
+    if what == "dims":
+        return case.replace(K=draw(_other((16, 24, 32, 48), case.K)), V=draw(_other((16, 17, 32, 40), case.V)))
+    if what == "cu_seqlens values":  # the same entry count, so the call shares the tensor, changed in place
+        cu = case.cu_seqlens
+        assert cu is not None
+        if len(cu) == 2:
+            return case.replace(cu_seqlens=(0, cu[1] + draw(st.integers(1, 40))))
+        cut = draw(st.integers(0, cu[2]).filter(lambda c: c != cu[1]))
+        return case.replace(cu_seqlens=(0, cut, *cu[2:]))
+    if what == "chunk_indices":
+        return case.replace(chunk_indices=not case.chunk_indices)
+    return case.replace(seed=draw(st.integers(0, 2**32 - 1)), dist=draw(st.sampled_from(DISTRIBUTIONS)))
+
+
+CHANGES = ("BT", "dtype", "gate dtypes", "index_dtype", "use_g", "knobs", "heads", "dims", "cu_seqlens values",
+           "chunk_indices", "inputs")
 
 
 @st.composite
 def sequences(draw: st.DrawFn) -> list[Case]:
-    """2 to 4 cpu calls: fresh cases, or an earlier call with one field changed; every varlen call takes
-    its cu_seqlens from a pool of two, so calls of other chunk sizes, dtypes and knobs share the tensor."""
-    pool = draw(st.lists(layouts(16, varlen=True).map(lambda d: d["cu_seqlens"]), min_size=1, max_size=2))
-    calls: list[Case] = []
-    for _ in range(draw(st.integers(2, 4))):
-        case = draw(cases(CPU_SIZES, "cpu"))
-        if calls and draw(st.booleans()):
-            field = draw(st.sampled_from(ONE_CHANGE))
-            try:
-                case = draw(st.sampled_from(calls)).replace(**{field: getattr(case, field)})
-            except ValueError:
-                assume(False)
-        if case.cu_seqlens is not None:
-            cu = draw(st.sampled_from(pool))
-            case = case.replace(cu_seqlens=cu, T=cu[-1])
+    """3 to 5 cpu calls: a case (three in four a packed batch with a sequence longer than 64 tokens, so
+    chunk sizes give other chunk indices), then earlier calls each with another thing changed; varlen calls of
+    one entry count share one cu_seqlens tensor, so the cache sees other chunk sizes, dtypes, knobs and
+    in-place changes of one object."""
+    first = draw(cases(SIZES, "cpu", varlen=draw(st.sampled_from((True, True, True, False)))))
+    if first.cu_seqlens is not None:
+        lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=3))
+        at = draw(st.integers(0, len(lengths)))
+        lengths[at:at] = [draw(st.integers(65, 80))]
+        first = first.replace(cu_seqlens=tuple(sum(lengths[:i]) for i in range(len(lengths) + 1)))
+    calls = [first]
+    kinds = draw(st.permutations(CHANGES))  # a sequence's changes are of distinct kinds
+    for what in kinds[:draw(st.integers(2, 4))]:
+        earlier = draw(st.sampled_from(calls))
+        if what in ("cu_seqlens values", "chunk_indices") and earlier.cu_seqlens is None:
+            what = "inputs"
+        try:
+            case = draw(_changed(earlier, what))
+        except ValueError:  # a change this case cannot take (Case's own checks)
+            assume(False)
         assume(supported(case))
         calls.append(case)
     return calls
@@ -75,12 +120,25 @@ def test_each_call_gives_the_bits_it_gives_alone_in_a_fresh_process(server, call
     history.check_history(server, calls)
 
 
+FIRST = Case(cu_seqlens=(0, 5, 70, 75), H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend="cpu")
+EACH_CHANGE = {  # one call of each kind of change of the first, as ``sequences`` draws them
+    "BT": FIRST.replace(BT=32), "dtype": FIRST.replace(dtype="bfloat16"),
+    "gate dtypes": FIRST.replace(beta_dtype="float32", g_dtype="bfloat16"), "index_dtype": FIRST.replace(index_dtype="int32"),
+    "use_g": FIRST.replace(use_g=False), "knobs": FIRST.replace(knobs={"mode": "grid", "max_tasks": 2, "tile_cap": 16}),
+    "heads": FIRST.replace(H=2, HV=4), "dims": FIRST.replace(K=24, V=17),
+    "cu_seqlens values": FIRST.replace(cu_seqlens=(0, 20, 70, 75)), "chunk_indices": FIRST.replace(chunk_indices=True),
+    "inputs": FIRST.replace(seed=5, dist="zeros"),
+}
+
+
+def test_each_kind_of_change_is_listed_once() -> None:
+    assert tuple(EACH_CHANGE) == CHANGES
+
+
 @CPU_ONLY
-def test_one_cu_seqlens_object_across_chunk_sizes_and_dtypes(server) -> None:
-    """The varlen cache's case: one tensor object, unchanged, passed with other chunk sizes and dtypes."""
-    first = Case(cu_seqlens=(0, 5, 40), BT=16, backend="cpu")
-    history.check_history(server, [first, first.replace(BT=32), first.replace(dtype="bfloat16", index_dtype="int32"),
-                                   first.replace(BT=64), first])
+def test_each_kind_of_change_in_one_sequence(server) -> None:
+    """Every kind of change once, then the first call again (its cu_seqlens object changed back in place)."""
+    history.check_history(server, [FIRST, *EACH_CHANGE.values(), FIRST])
 
 
 def test_the_comparison_sees_one_element() -> None:

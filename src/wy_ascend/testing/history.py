@@ -25,10 +25,11 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
   argument (DeviceSpec frozen), a pure function.
 * ``backends._autotuned``: key kernel name, warps and the autotune switch (WY_ASCEND_AUTOTUNE, read
   per call), its configs from those alone.
-* ``backends._device_cores`` (the device's core count), ``backends.check_available`` (installed
-  modules, the process's Triton mode), ``backends.ptxas_wrapper`` (a script of its two arguments),
-  ``lowering.toolchain`` and ``lowering._toolchain`` (the installed triton),
-  ``interpreter.check_interpreter`` (the installed distributions): fixed for the process.
+* ``backends._device_cores`` (the device's core count), ``backends.check_available`` and
+  ``backends._missing`` (installed modules and devices, the process's Triton mode),
+  ``backends.ptxas_wrapper`` (a script of its two arguments), ``lowering.toolchain`` and
+  ``lowering._toolchain`` (the installed triton), ``interpreter.check_interpreter`` (the installed
+  distributions): fixed for the process.
 * the interpreter's patches, applied once (``interpreter._patch_language_once``,
   ``interpreter._memoize_np_dtypes_once`` whose memo keys a scalar type's name, the dtype being that
   type's alone, ``interpreter._round_bf16_to_nearest_once``, ``interpreter._install_emulation_once``
@@ -69,7 +70,7 @@ def _bits(outputs: dict[str, torch.Tensor | None]) -> Bits:
 
 def run_sequence(calls: Sequence[Case]) -> list[tuple[str, Any]]:
     """Run ``calls`` in order in this process, varlen calls sharing ``cu_seqlens`` objects (module doc):
-    per call ("ok", its output bits) or ("raise", the traceback), which ends the sequence."""
+    per call ("ok", its output bits) or ("raise", the traceback)."""
     from .properties import build_inputs, run_ops
 
     shared: dict[tuple[int, torch.dtype], torch.Tensor] = {}
@@ -86,7 +87,6 @@ def run_sequence(calls: Sequence[Case]) -> list[tuple[str, Any]]:
             results.append(("ok", _bits(run_ops(case, inputs))))
         except Exception:  # noqa: BLE001 - reported with the call
             results.append(("raise", traceback.format_exc()))
-            break
     return results
 
 
@@ -180,24 +180,36 @@ def _differ(a: Bits, b: Bits) -> list[str]:
 
 
 def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
-    """Each of ``calls``, run in sequence, gives the bits it gives alone in a fresh process (module doc);
-    PropertyFailure naming the first call that does not, and the calls before it."""
+    """Each of ``calls``, run in sequence, gives what it gives alone in a fresh process (module doc): the
+    same bits, or an error of the same type. PropertyFailure naming the first call that does not, and the
+    calls before it."""
     from .properties import PropertyFailure
 
     alone, together = server.run(calls)
     for i, case in enumerate(calls):
         (state, first), (in_sequence, then) = _one(alone[i]), _one(together, i)
-        if state != "ok":
-            raise PropertyFailure(f"call {i} alone failed ({state}): {first}", {"call": i})
-        differ = [f"it raised: {then}"] if in_sequence != "ok" else _differ(then, first)
+        if state == in_sequence == "ok":
+            differ = _differ(then, first)
+        elif state == in_sequence == "raise":
+            differ = [] if _error(then) == _error(first) else [f"it raised {_error(then)}, alone {_error(first)}"]
+        else:
+            differ = [f"{in_sequence} in sequence ({_error(then)}), {state} alone ({_error(first)})"]
         if differ:
             before = "; ".join(repr(c) for c in calls[:i])
-            raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) gives other bits after the calls before it than "
-                                  f"alone in a fresh process: {', '.join(differ)}; before it: {before}",
+            raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) gives another result after the calls before it "
+                                  f"than alone in a fresh process: {', '.join(differ)}; before it: {before}",
                                   {"call": i, "differ": differ})
 
 
 def _one(reply: tuple[str, Any], i: int = 0) -> tuple[str, Any]:
-    """Call ``i``'s ("ok", bits) or ("raise" | "crash", what) from a forked child's reply (module doc)."""
+    """Call ``i``'s ("ok", bits) or ("raise", traceback) from a forked child's reply, or the child's
+    ("raise" | "crash", what) where it failed as a whole (module doc)."""
     state, result = reply
     return result[i] if state == "ok" else (state, result)
+
+
+def _error(result: Any) -> str:
+    """The exception type a traceback ends with (its message may name addresses), or what is not one."""
+    if not isinstance(result, str):
+        return "bits" if isinstance(result, dict) else repr(result)
+    return result.strip().splitlines()[-1].split(":")[0]
