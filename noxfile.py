@@ -11,9 +11,10 @@
 
 The backend (``--backend NAME`` in the posargs, else ``WY_ASCEND_BACKEND``, else cpu) picks the
 extra to install: ``.[cpu,test]`` (triton-ascend's interpreter), ``.[cuda,test]`` (cuda and
-npu-cuda) or ``.[npu,test]``. On the CPU torch is installed first as ``torch==2.13.0`` when a
-local CPU wheel is at hand (``WY_ASCEND_WHEELS``, default /opt/wheels, which pip also searches),
-else from PyTorch's CPU index, so that ``.[cpu]`` never pulls a multi-GB CUDA build of torch.
+npu-cuda) or ``.[npu,test]``. On the CPU torch's CPU build, ``torch==2.13.0+cpu``, is installed
+first, from a local wheel (``WY_ASCEND_WHEELS``, default /opt/wheels) or else PyTorch's CPU index,
+then the package under constraints that keep it and forbid upstream triton (install.py does the
+same for an environment of one's own).
 
 One environment per backend extra, shared by every session: ``.nox/cpu`` (``.[cpu,test]``),
 ``.nox/cuda`` or ``.nox/npu``, built once with uv when it is on the PATH (else virtualenv, without
@@ -40,7 +41,7 @@ nox.options.default_venv_backend = "uv|virtualenv"  # the shared environments: u
 
 BACKENDS = ("cpu", "cuda", "npu", "npu-cuda")
 EXTRA = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
-TORCH_CPU = "torch==2.13.0"
+TORCH_CPU = "torch==2.13.0+cpu"  # the local version pins the CPU build: PyPI's 2.13.0 is a CUDA one
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 UPSTREAM_TRITON = "triton==3.6.0"  # what the lent H200s run (nox -s lower_cuda)
 WHEELS = Path(os.environ.get("WY_ASCEND_WHEELS", "/opt/wheels"))
@@ -87,9 +88,11 @@ def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) 
         spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', *extras)))}]"
 
         def steps() -> None:
+            pins: tuple[str, ...] = ()
             if EXTRA[backend] == "cpu":
                 install_torch_cpu(session)
-            session.install("-e", spec, *packages)
+                pins = ("--constraint", str(constraints(session, ["triton<0", TORCH_CPU])))
+            session.install("-e", spec, *packages, *pins)
 
         if not install_once(session, _install_key(spec, packages), steps):
             session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
@@ -110,12 +113,19 @@ def install_once(session: nox.Session, key: str, steps: Callable[[], None]) -> b
 
 
 def install_torch_cpu(session: nox.Session) -> None:
-    """torch from a CPU-only source (the local wheel, else PyTorch's CPU index): installed first, as
-    a package's plain ``torch`` requirement alone would let pip pick a multi-GB CUDA build."""
-    if sorted(WHEELS.glob("torch-2.13.0*cpu*.whl")) if WHEELS.is_dir() else []:
-        session.install(TORCH_CPU, "--find-links", str(WHEELS))
-    else:
-        session.install("torch", "--index-url", TORCH_CPU_INDEX)
+    """torch's CPU build (the local wheel, else PyTorch's CPU index), installed first: a package's
+    plain ``torch`` requirement alone would let pip pick a multi-GB CUDA build that brings upstream
+    triton. Where neither source has it, the install fails before anything else is installed."""
+    local = WHEELS.is_dir() and any(WHEELS.glob("torch-2.13.0+cpu-*.whl"))
+    session.install(TORCH_CPU, *(["--find-links", str(WHEELS)] if local else ["--extra-index-url", TORCH_CPU_INDEX]))
+
+
+def constraints(session: nox.Session, lines: list[str]) -> Path:
+    """A pip constraints file of ``lines`` in the session's environment (``triton<0``: anything that
+    would bring upstream triton over triton-ascend's ``triton`` module makes the install fail)."""
+    path = Path(session.virtualenv.location, "constraints.txt")  # type: ignore[attr-defined]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def use_shared_env(session: nox.Session, name: str) -> str:
