@@ -9,8 +9,8 @@ class WyAscendError(Exception):
 
 class BackendUnavailableError(WyAscendError, RuntimeError):
     """Raised when a backend asked for by name cannot run here (missing torch_npu,
-    no CUDA device, no Triton). The message names the reason and the valid backends;
-    pick another backend or install the matching extra (``.[npu]``, ``.[cuda]``, ``.[cpu]``).
+    no CUDA device, no Triton). The message names the reason, the backends that run here and
+    what the missing one needs (``python install.py cpu|cuda|npu`` in a checkout).
     ``backend`` names the backend that cannot run (None where one message covers several)."""
 
     def __init__(self, message: str, backend: str | None = None) -> None:
