@@ -47,7 +47,7 @@ SITUATIONS: dict[str, dict[str, tuple[str, ...]]] = {
                 "index": ("int32", "int64"), "allocations": ("one", "two"), "grid-axis": ("0", "1"),
                 "emulation": ("on", "off")},
     "wrap": {"op": ("add", "sub", "mul"), "operand": ("program-id", "argument", "arange"), "index": ("int32", "int64")},
-    "folded": {"axis": ("0", "1", "2"), "size": ("1", "2"), "form": ("direct", "assigned", "derived", "helper"),
+    "folded": {"axis": ("0", "1", "2"), "size": ("1", "2"), "form": ("direct", "assigned", "derived", "bitwise", "helper"),
                "conversion": ("to", "cast"), "emulation": ("on", "off")},
 }
 SITUATIONS["race"] = SITUATIONS["barrier"]  # one space of store/barrier/load sequences breaks both
@@ -457,7 +457,7 @@ def _widen(pid, CAST: tl.constexpr):
 
 @triton.jit
 def _folded(out, AXIS: tl.constexpr, FORM: tl.constexpr, CAST: tl.constexpr):
-    """out[p] = the program id p of axis AXIS, widened by .to() or tl.cast (2 * p + 1 for "derived")."""
+    """out[p] = the program id p of axis AXIS, widened by .to() or tl.cast (2 * p + 1 for "derived" and "bitwise")."""
     if FORM == "direct":
         if CAST:
             v = tl.cast(tl.program_id(AXIS), tl.int64)
@@ -468,6 +468,9 @@ def _folded(out, AXIS: tl.constexpr, FORM: tl.constexpr, CAST: tl.constexpr):
         v = _widen(pid, CAST)
     elif FORM == "derived":
         pid = tl.program_id(AXIS) * 2 + 1
+        v = _widen(pid, CAST)
+    elif FORM == "bitwise":
+        pid = ((tl.program_id(AXIS) << 2) >> 1) | 1
         v = _widen(pid, CAST)
     else:
         v = _widen(tl.program_id(AXIS), CAST)
@@ -485,7 +488,7 @@ def _check_folded(s: dict[str, str], _: None) -> None:
     else:
         assert message is None
         ids = torch.arange(size)
-        assert torch.equal(out, 2 * ids + 1 if s["form"] == "derived" else ids)
+        assert torch.equal(out, 2 * ids + 1 if s["form"] in ("derived", "bitwise") else ids)
 
 
 test_folded_each_value, test_folded_drawn = _conformance("folded", _check_folded)

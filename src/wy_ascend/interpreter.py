@@ -56,12 +56,13 @@ store's lanes are all, or one half masked off):
   float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; grid-axis 0|1;
   emulation on|off
 * wrap: op add|sub|mul; operand program-id|argument|arange; index int32|int64
-* folded: axis 0|1|2; size 1|2; form direct|assigned|derived|helper; conversion to|cast; emulation
-  on|off
+* folded: axis 0|1|2; size 1|2; form direct|assigned|derived|bitwise|helper; conversion to|cast;
+  emulation on|off
 
 (barrier and race: each program runs a sequence of ``length`` ops, each op a store, a barrier or a
 load of one scratch tensor's lanes; ``allocations two``: each load also reads a second tensor;
-``index``: the offsets' type; ``wrap``'s int64 is the twin that does not wrap.)
+``index``: the offsets' type; ``wrap``'s int64 is the twin that does not wrap; ``folded``'s derived
+and bitwise forms: the program id in arithmetic and in bitwise operations with constants.)
 
 Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
 assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
@@ -449,8 +450,9 @@ def _install_emulation_once() -> None:
             return FoldedProgramId(out.value) if type(out.value) is int else out
         return op
 
-    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
-                 "__rfloordiv__", "__mod__", "__neg__"):
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+                 "__mod__", "__neg__", "__pos__", "__invert__", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+                 "__pow__", "__rpow__"):
         setattr(FoldedProgramId, name, folding(name))
 
     def folded_program_id(axis: int, builder: Any) -> Any:
