@@ -52,3 +52,12 @@ def test_the_cpu_backend_reserves_nothing(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("WY_ASCEND_DEVICE_LEDGER_DIR", str(tmp_path))
     with reserved_for(Case(backend="cpu")):
         assert not list(tmp_path.iterdir())
+
+
+def test_a_property_that_builds_no_tensor_reserves_nothing(tmp_path, monkeypatch) -> None:
+    """plan_coverage builds no tensor: it neither waits for room nor takes any (no ledger is even read)."""
+    import wy_ascend.testing.device_memory as dm
+
+    monkeypatch.setattr(dm, "ledger_for", lambda case: (_ for _ in ()).throw(AssertionError("ledger read")))
+    with reserved_for(Case(backend="cuda"), "plan_coverage"):
+        pass

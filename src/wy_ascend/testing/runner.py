@@ -611,7 +611,7 @@ def _serve(channel: _Channel) -> None:
         take()  # nothing timed before the case is its time
         cpu, kernels = time.process_time(), compiled_kernels()
         try:
-            with reserved_for(case):  # beside every other process's cases on this device (device_memory.py)
+            with reserved_for(case, prop):  # beside every other process's cases on this device (device_memory.py)
                 metrics = run_property(prop, case)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
             tb = e.__traceback__

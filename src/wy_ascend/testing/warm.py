@@ -38,6 +38,7 @@ from ..backends import BACKENDS
 from ..env import number
 from .case import Case
 from .child import DEVICE_ENV, bind_device, die_with_parent
+from .device_memory import case_bytes, ledger_for
 
 JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
 # Configs tried per kernel at most: fla-core's forward, 3 warps x 3 stages (ours: 3).
@@ -129,6 +130,9 @@ def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Call
     empty_cache = getattr(backend, "empty_cache", lambda: None)
     if _CALLS is None or _CALLS[0] != subject:
         _CALLS = None  # the last subject's tensors freed before this one's are made
+        ledger = ledger_for(subject) if isinstance(subject, Case) else None
+        if ledger is not None:  # held while this worker keeps the inputs (device_memory.py)
+            ledger.reserve(case_bytes(subject))
         with _BUILDS if _BUILDS is not None else contextlib.nullcontext():
             _CALLS = (subject, make_calls())
             empty_cache()
