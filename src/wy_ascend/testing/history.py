@@ -39,6 +39,11 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
   (``backends.check_fp32_dot``).
 * ``backends._CONTEXT_CONFIG`` (``launch_config`` blocks, undone on exit) and ``ops._OBSERVERS``
   (``observed`` blocks; the ops never read what observers see).
+* held by the objects above: ``_Call.compiled`` (the cuda backend's direct launches, one per launch of
+  the plan, keyed as its _Call), the autotuner's chosen config per its key (timings; PERSISTENT left out
+  so that both launch shapes run one config, ``backends._autotuned``) and Triton's JIT cache per kernel
+  (argument dtypes, constexprs, integers equal to 1 or divisible by 16, pointers' 16-byte alignment:
+  ``ops._aligned`` copies a misaligned view).
 * testing only, never read by a result: ``perf.device_time`` and ``perf.device_limits`` (timings),
   ``warm._CALLS``, ``warm._BUILDS`` and ``warm._POOL`` (a warm-up worker's subject and pool),
   ``compiles._interpreter_backend``, ``compiles._install``, ``compiles._SHADOWS`` (per kernel function)
