@@ -9,7 +9,9 @@ agree (changed in place where the values differ, so the varlen cache sees both a
 change), and each call alone in a process that has called nothing; any output whose bits differ fails
 with the calls before it. Both run in children forked from a ``HistoryServer``: a fresh interpreter
 that imported the package and the kernels and never calls anything (as the case runner's fork server,
-cpu backend only: a device runtime must not see a fork).
+cpu backend only: a device runtime must not see a fork). The cpu backend is the only one of its process
+(its Triton mode is the interpreter's, tests/test_triton_mode.py); cuda and npu-cuda share a compiled
+process, which would need a spawned process per call alone: not done.
 
 State that outlives a call, in src/ (each memo's key, and what its value depends on;
 tests/test_history.py holds each key to its list, and a scan of src/ keeps this list complete):
