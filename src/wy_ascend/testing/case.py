@@ -1,6 +1,7 @@
 """The case: a small, serializable description of one kernel invocation.
 
-A case names the layout (fixed ``B x T`` or ``cu_seqlens``), the heads and dims, the
+A case names the subject (the implementation it runs, ``wy_ascend.subjects``), the layout
+(fixed ``B x T`` or ``cu_seqlens``), the heads and dims, the
 chunk size, the dtypes (k's, and beta's, g's and cu_seqlens' where they differ), the gate flag,
 the input distribution and its seed, the launch knobs and the backend. ``build_inputs``
 rebuilds the tensors deterministically from those fields alone, on the case's device (float64
@@ -27,6 +28,7 @@ from ..layout import prepare_chunk_indices
 from ..planning import plan
 from ..reference import build_A
 from ..specialization import Specialization, of_launch
+from ..subjects import SUBJECTS
 from . import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -99,7 +101,8 @@ def lay_out(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
 # leaves them out at the default, so a case that does not use them keeps the stored form and the
 # file name (store.case_hash) it had before they existed.
 LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None,
-                                 "beta_dtype": None, "g_dtype": None, "index_dtype": "int64", "offset": 0}
+                                 "beta_dtype": None, "g_dtype": None, "index_dtype": "int64", "offset": 0,
+                                 "subject": "wy_ascend"}
 
 
 class Inputs(NamedTuple):
@@ -154,6 +157,8 @@ class Case:
     # offset + B*T - 1 of the streams' flat token axis, so one chunk of a large case is a case of its
     # own size (``block_case``), with the same inputs.
     offset: int = 0
+    # The implementation of the ops the case runs (wy_ascend.subjects: "wy_ascend", "fla-ascend", "fla").
+    subject: str = "wy_ascend"
 
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
@@ -181,6 +186,8 @@ class Case:
         absent = {"g": not self.use_g, "cu_seqlens": self.cu_seqlens is None, "chunk_indices": not self.chunk_indices}
         if any(absent.get(name) for name in self.memory):
             raise ValueError(f"memory lays out an argument the case does not pass: {sorted(self.memory)}")
+        if self.subject not in SUBJECTS:
+            raise ValueError(f"subject must be one of {sorted(SUBJECTS)}, got {self.subject!r}")
         if self.device is not None and self.device not in DEVICES:
             raise ValueError(f"device must be one of {sorted(DEVICES)} or None, got {self.device!r}")
 
@@ -248,6 +255,8 @@ class Case:
                 raise TypeError(f"case field {name!r} must be an int, got {d[name]!r}")
         if "knobs" in d and not isinstance(d["knobs"], dict):
             raise TypeError(f"case field 'knobs' must be an object, got {d['knobs']!r}")
+        if not isinstance(d.get("subject", ""), str):
+            raise TypeError(f"case field 'subject' must be a subject's name, got {d['subject']!r}")
         for name in ("dtype", "index_dtype", "beta_dtype", "g_dtype"):
             nullable = name in ("beta_dtype", "g_dtype")
             if name in d and not (isinstance(d[name], str) or (nullable and d[name] is None)):
@@ -360,9 +369,11 @@ class Case:
         rk, rb = k.to(dt).to(f64), beta.to(beta_dt).to(f64)
         rg = g.to(g_dt).to(f64) if g is not None else None
         A = build_A(rk, rb, rg, host_cu, chunk_size=self.BT, dtype=f64)
-        # A's columns past a partial chunk's end meet no token: NaN there, so an op that reads them shows.
+        # A's columns past a partial chunk's end meet no token: NaN there, so an op that reads them shows
+        # (zero for a subject that claims to need them so: subjects.Claims.zero_dead_A).
         dead = torch.arange(self.BT, device=work)[None, :] >= length[:, None]
-        A.view(B * T, HV, self.BT).masked_fill_(dead[:, None, :].to(A.device), float("nan"))
+        fill = 0.0 if SUBJECTS[self.subject].claims.zero_dead_A else float("nan")
+        A.view(B * T, HV, self.BT).masked_fill_(dead[:, None, :].to(A.device), fill)
         k, v, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, A, dw, du))
         return Inputs(k, v, beta.to(dtype=beta_dt, device=dev), A, g.to(dtype=g_dt, device=dev) if g is not None else None,
                       dw, du, cu.to(dtype=self.dtype_of("cu_seqlens"), device=dev) if host_cu is not None else None)

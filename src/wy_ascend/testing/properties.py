@@ -43,11 +43,12 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-from .. import reference
+from .. import reference, subjects
 from ..backends import BACKENDS, Backend, LaunchConfig, _given, check_available, device_spec, resolve_backend
 from ..layout import prepare_chunk_indices
-from ..ops import observed, prepare_wy_repr_bwd, recompute_w_u_fwd
+from ..ops import observed
 from ..planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, batch_heads, plan, program_tasks
+from ..subjects import Subject
 from ..validation import SUPPORTED_BT
 from . import rng
 from .case import Case, Inputs, float64_device
@@ -257,11 +258,16 @@ def build_inputs(case: Case) -> Inputs:
         return case.build_inputs(device_of(case))
 
 
+def subject_of(case: Case) -> Subject:
+    return subjects.get(case.subject)
+
+
 def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torch.Tensor | None]:
-    """Forward and backward of the case on its backend (arguments in the case's memory layouts,
-    with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every property
-    that runs the ops checks through here that they leave their arguments alone (``_untouched``) and
-    launch what the case and knobs ask for (``_launched_as_asked``)."""
+    """Forward and backward of the case's subject on its backend (arguments in the case's memory
+    layouts, with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every
+    property that runs the ops checks through here that they leave their arguments alone
+    (``_untouched``), return each output in its dtype and, for this project's ops, launch what the
+    case and knobs ask for (``_launched_as_asked``)."""
     asked = case.replace(knobs={k: v for k, v in {**case.knobs, **knob_overrides}.items() if v is not None})
     backend, config = backend_name(case), asked.config()
     with phase("inputs"):
@@ -269,14 +275,16 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
         before = _storages(args)
     dw, du = args.pop("dw"), args.pop("du")
     seen: dict[str, Seen] = {"fwd": [], "bwd": []}
+    forward, backward = subject_of(case).ops(backend)
     with phase("kernel"), observed(lambda *launch: seen["fwd"].append(launch)):
-        w, u = recompute_w_u_fwd(**args, backend=backend, config=config)  # type: ignore[arg-type]
+        w, u = forward(**args, config=config)
     _untouched("recompute_w_u_fwd", before)
     with phase("kernel"), observed(lambda *launch: seen["bwd"].append(launch)):
-        dk, dv, dbeta, dg = prepare_wy_repr_bwd(**args, dw=dw, du=du, backend=backend, config=config)  # type: ignore[arg-type]
+        dk, dv, dbeta, dg = backward(**args, dw=dw, du=du, config=config)
     _untouched("prepare_wy_repr_bwd", before)
-    for kernel, launches in seen.items():
-        _launched_as_asked(asked, kernel, launches)
+    if not subject_of(case).foreign:  # what reaches a launch is this project's (a foreign one's is its own)
+        for kernel, launches in seen.items():
+            _launched_as_asked(asked, kernel, launches)
     outputs = dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
     wrong = {name: f"{x.dtype} (expected {case.dtype_of(name)})" for name, x in outputs.items()
              if x is not None and x.dtype != case.dtype_of(name)}
@@ -631,19 +639,25 @@ def _packed(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
     return packed, Inputs._make([*map(_one_row, inputs[:-1]), cu])  # cu_seqlens last
 
 
+def _two_programs(case: Case) -> bool:
+    """Whether a fixed batch and a packed one run two programs of one task body: two compiles on a
+    compiled backend (the varlen index math), and two host paths in a foreign subject (fla-ascend's
+    backward takes exp2 of a fixed batch's gates in torch, of a packed one's in the kernel)."""
+    return not BACKENDS[backend_name(case)].interpret or subject_of(case).foreign
+
+
 def check_varlen_split(case: Case) -> Metrics:
     """A packed varlen batch equals its sequences run alone, and a fixed batch its rows packed as
-    sequences, bit for bit. Packed and fixed launches are two compiles on a compiled backend (the
-    varlen index math): there they are held to the rounding of two compiles (``_compile_tolerances``)."""
+    sequences, bit for bit. Packed and fixed launches are two programs (``_two_programs``): there
+    they are held to the rounding of two compiles (``_compile_tolerances``)."""
     inputs = build_inputs(case)
     if case.cu_seqlens is None:
         fixed = run_ops(case, inputs)
         packed = run_ops(*_packed(case, inputs))
         rows = {n: _one_row(x) for n, x in fixed.items()}
         names = FWD_NAMES + BWD_NAMES
-        compiled = not BACKENDS[backend_name(case)].interpret
         return _bitwise("a fixed batch differs from its rows packed as sequences", rows, packed, names,
-                        _compile_tolerances(rows, names, case.BT) if compiled else None)
+                        _compile_tolerances(rows, names, case.BT) if _two_programs(case) else None)
     packed = run_ops(case, inputs)
     metrics: Metrics = {}
     for i, (a, b) in enumerate(zip(case.cu_seqlens[:-1], case.cu_seqlens[1:])):
@@ -743,7 +757,7 @@ def check_grouped_heads(case: Case) -> Metrics:
                        _compile_tolerances(grouped, rounded, case.BT))
     dk = grouped["dk"]
     assert dk is not None
-    in_order, other = _dk_ways(case)
+    in_order, other = _dk_ways(case) if not subject_of(case).foreign else (False, None)  # a foreign sum: its own
     with phase("comparison"):
         heads = expanded["dk"].float().view(case.B, case.T, case.H, G, case.K)  # type: ignore[union-attr]
         if in_order:
@@ -1067,33 +1081,49 @@ def _wrong_chunk_indices(inputs: Inputs, at: int) -> torch.Tensor:
     return ci
 
 
+def _in_a_kernel(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside a Triton launch (a frame of the triton package on its way)."""
+    tb = error.__traceback__
+    while tb is not None:
+        if "/triton/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def check_bad_input(case: Case) -> Metrics:
-    """A corrupted input raises the expected TypeError/ValueError naming the argument,
-    from both ops, before any kernel runs; never another exception or a result."""
+    """A corrupted input raises the expected TypeError/ValueError naming the argument, from both ops,
+    before any kernel runs; never another exception or a result. A foreign subject that claims no
+    validation (``subjects.Claims.validates``) is held to less: some exception before any kernel runs.
+    A result (a malformed call accepted: its output is garbage, silently) or an error from inside a
+    launch (on a device: a fault, or worse, a read of other memory) fails."""
     if case.corruption not in CORRUPTIONS:
         raise PropertyFailure(f"bad_input needs corruption in {sorted(CORRUPTIONS)}, got {case.corruption!r}")
     inputs = build_inputs(case)
     with phase("inputs"):
         kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs, case.corrupt_at)
-    backend, config = backend_name(case), case.config()
+    config = case.config()
+    forward, backward = subject_of(case).ops(backend_name(case))
     calls = {
-        "recompute_w_u_fwd": lambda: recompute_w_u_fwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
-                                                       kwargs["g"], kwargs["cu_seqlens"],
-                                                       kwargs.get("chunk_indices"), backend=backend,
-                                                       config=config),
-        "prepare_wy_repr_bwd": lambda: prepare_wy_repr_bwd(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
-                                                           kwargs["dw"], kwargs["du"], kwargs["g"],
-                                                           kwargs["cu_seqlens"], kwargs.get("chunk_indices"),
-                                                           backend=backend, config=config),
+        "recompute_w_u_fwd": lambda: forward(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"], kwargs["g"],
+                                             kwargs["cu_seqlens"], kwargs.get("chunk_indices"), config=config),
+        "prepare_wy_repr_bwd": lambda: backward(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"], kwargs["dw"],
+                                                kwargs["du"], kwargs["g"], kwargs["cu_seqlens"],
+                                                kwargs.get("chunk_indices"), config=config),
     }
     if case.corruption in BACKWARD_ONLY:
         del calls["recompute_w_u_fwd"]
+    if not subject_of(case).claims.validates:
+        exc_type, fragment = Exception, ""
     metrics: Metrics = {}
     for name, call in calls.items():
         try:
             with phase("kernel"):
                 call()
         except exc_type as e:
+            if _in_a_kernel(e):
+                raise PropertyFailure(f"{name}: corruption {case.corruption!r} reached a kernel, which raised "
+                                      f"{type(e).__name__}: {str(e)[:300]}") from e
             if fragment not in str(e):
                 raise PropertyFailure(f"{name}: {exc_type.__name__} without {fragment!r}: {e}") from e
             metrics[name] = str(e)
@@ -1134,7 +1164,7 @@ KERNEL_FREE = frozenset({"plan_coverage", "bad_input"})
 def specialization_labels(prop: str, case: Case) -> list[str]:
     """Labels of the kernel specializations property ``prop`` launches on ``case`` (its forward's
     and backward's, ``Case.specializations``): none where it launches no kernel or the case has no plan."""
-    if prop in KERNEL_FREE:
+    if prop in KERNEL_FREE or subject_of(case).foreign:  # a foreign subject's kernels are its own
         return []
     try:
         return [s.label for s in case.specializations().values()]
@@ -1159,9 +1189,27 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
 }
 
 
+# Properties of this project's own machinery, with why a foreign subject (subjects.Subject.foreign)
+# has nothing for them to check.
+WY_ASCEND_ONLY = {
+    "plan_coverage": "it checks wy_ascend's launch planner, which a foreign subject does not use",
+    "perf": "its bounds are wy_ascend's performance targets on a device backend",
+}
+
+
+def applies(name: str, case: Case) -> str | None:
+    """Why property ``name`` does not apply to ``case``'s subject, or None where it does."""
+    return WY_ASCEND_ONLY.get(name) if subject_of(case).foreign else None
+
+
 def run_property(name: str, case: Case) -> Metrics:
-    """Run property ``name`` on ``case`` (raises PropertyFailure when it does not hold)."""
+    """Run property ``name`` on ``case`` (raises PropertyFailure when it does not hold; ValueError
+    where it does not apply to the case's subject or the subject cannot run on its backend)."""
     if name not in PROPERTIES:
         raise ValueError(f"property must be one of {sorted(PROPERTIES)}, got {name!r}")
+    why = applies(name, case)
+    if why is not None:
+        raise ValueError(f"property {name!r} does not apply to subject {case.subject!r}: {why}")
+    subject_of(case).check(backend_name(case))
     resolve_backend(backend_name(case), device_of(case))
     return PROPERTIES[name](case)
