@@ -15,7 +15,9 @@ large      npu / cuda  few examples sized near device memory: launches past the 
 =========  ==========  ===========================================================================
 
 Selection: ``--profile NAME`` (pytest option) > ``WY_ASCEND_PROFILE`` > ``dev``; the backend:
-``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``. ``WY_ASCEND_FUZZ_SCALE`` multiplies every
+``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``; the subject (wy_ascend.subjects):
+``--subject NAME`` > ``WY_ASCEND_SUBJECT`` > ``wy_ascend``. A foreign subject runs every profile
+with its own budget (``for_subject``). ``WY_ASCEND_FUZZ_SCALE`` multiplies every
 example budget; ``WY_ASCEND_LARGE_BYTES`` bounds the host bytes of a large case (default 96 GiB).
 The profiles are also registered as Hypothesis settings profiles under the same names. The
 example database (all but ``ci``) is a ``DirectoryBasedExampleDatabase`` at
@@ -26,6 +28,7 @@ that every xdist worker shares. It is a cache; minimized failures are stored as 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -41,11 +44,13 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from fuzz.counts import Counts, case_time
-from fuzz.strategies import CPU_SIZES, Sizes
+from fuzz.strategies import CPU_SIZES, SMALL_DIMS, Sizes
+from wy_ascend import subjects
 from wy_ascend.env import number
 
 PROFILE_ENV = "WY_ASCEND_PROFILE"
 BACKEND_ENV = "WY_ASCEND_BACKEND"
+SUBJECT_ENV = "WY_ASCEND_SUBJECT"
 DATABASE_ENV = "WY_ASCEND_HYPOTHESIS_DB"
 REPORT_ENV = "WY_ASCEND_FUZZ_REPORT"
 SCALE_ENV = "WY_ASCEND_FUZZ_SCALE"  # multiplies every example budget (e.g. 0.1 for a smoke run, 5 for a soak)
@@ -75,6 +80,7 @@ class Profile:
     accelerator: bool = False  # meant for --backend npu/cuda/npu-cuda (a CPU run would take hours)
     pool: int | None = None  # specialization pool entries on a compiling backend (fuzz/pool.py); None: no pool
     extra: dict[str, Any] = field(default_factory=dict)
+    skips: dict[str, str] = field(default_factory=dict)  # properties that do not apply to the run's subject: why
 
     def hypothesis_settings(self) -> settings:
         """The profile's Hypothesis settings (max_examples is set per test)."""
@@ -97,6 +103,8 @@ class Profile:
     def settings_for(self, prop: str) -> Any:
         """Decorator of one property's test: its settings (its ``budget``), or a skip mark where
         the profile does not run the property."""
+        if prop in self.skips:
+            return pytest.mark.skip(reason=self.skips[prop])
         if prop not in self.examples:
             return pytest.mark.skip(reason=f"profile {self.name!r} does not run property {prop!r}")
         return settings(self.hypothesis_settings(), max_examples=self.budget(prop))
@@ -116,6 +124,11 @@ class Profile:
 CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varlen_split": 30, "grouped_heads": 30,
                "widened_gates": 25, "containment": 30, "linearity": 25, "plan_coverage": 1000, "bad_input": 250,
                "compiles": 8, "index_width": 4}
+# A foreign subject's ci budget (the other profiles scale it as they scale CI_EXAMPLES): fla-ascend on the
+# interpreter, 2 workers on the 2-core CPU, within 4 minutes.
+FOREIGN_EXAMPLES = {"oracle": 60, "launch_invariance": 20, "memory_layout": 12, "varlen_split": 20,
+                    "grouped_heads": 20, "widened_gates": 20, "containment": 20, "linearity": 20, "bad_input": 60,
+                    "compiles": 8, "index_width": 2}
 NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
                       max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
@@ -132,7 +145,10 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("ci", "CPU CI: derandomized, fixed budget (~3 min 30 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
-        Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items()}, NIGHTLY_SIZES,
+        # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
+        # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.
+        Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items() if k != "index_width"},
+                NIGHTLY_SIZES,
                 kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
         Profile("large", "accelerator, sizes near device memory, few examples",
                 {"oracle": 6, "launch_invariance": 4, "memory_layout": 2, "varlen_split": 3, "grouped_heads": 3,
@@ -158,10 +174,11 @@ for _profile in PROFILES.values():
 
 @dataclass
 class RunConfig:
-    """What this run fuzzes with: the profile and the backend."""
+    """What this run fuzzes with: the profile, the backend and the subject (wy_ascend.subjects)."""
 
     profile: Profile
     backend: str
+    subject: str = subjects.DEFAULT
 
 
 _RUN: RunConfig | None = None
@@ -172,10 +189,28 @@ WARMUP_SECONDS: float = 0.0
 WARMUP_SLOW: list[str] = []  # pool entries whose compiles outlasted the warm-up deadline (left out)
 
 
-def select(profile: str | None = None, backend: str | None = None) -> RunConfig:
-    """Fix this process's profile and backend (explicit > environment > defaults) and load the
-    profile's Hypothesis settings; raises ValueError for an unknown profile name, or the perf
-    profile on the cpu backend."""
+def for_subject(profile: Profile, subject: str) -> Profile:
+    """``profile`` as it runs on ``subject``: itself for wy_ascend; for a foreign subject its own budget
+    (FOREIGN_EXAMPLES, the profile's multiple of ci's), sizes that also draw K/V below 16
+    (strategies.SMALL_DIMS), no pool (it is wy_ascend's compiles), and the properties tied to
+    wy_ascend's internals skipped with their reason (properties.WY_ASCEND_ONLY)."""
+    from wy_ascend.testing.properties import WY_ASCEND_ONLY
+
+    if not subjects.get(subject).foreign:
+        return profile
+    if PERF in profile.examples:
+        raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
+    scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
+    examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items()}
+    return dataclasses.replace(
+        profile, examples=examples, sizes=profile.sizes.scaled(small_dims=SMALL_DIMS), pool=None,
+        skips={prop: f"property {prop!r} does not apply to subject {subject!r}: {why}" for prop, why in WY_ASCEND_ONLY.items()})
+
+
+def select(profile: str | None = None, backend: str | None = None, subject: str | None = None) -> RunConfig:
+    """Fix this process's profile, backend and subject (explicit > environment > defaults) and load
+    the profile's Hypothesis settings; raises ValueError for an unknown profile or subject name, the
+    perf profile on the cpu backend or on a foreign subject, or a subject that does not run on the backend."""
     global _RUN
     name = profile or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
     if name not in PROFILES:
@@ -183,7 +218,12 @@ def select(profile: str | None = None, backend: str | None = None) -> RunConfig:
     backend = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
     if PERF in PROFILES[name].examples and backend == "cpu":
         raise ValueError(f"profile {name!r} times device kernels: run it with --backend cuda, npu-cuda or npu")
-    _RUN = RunConfig(PROFILES[name], backend)
+    subject = subject or os.environ.get(SUBJECT_ENV) or subjects.DEFAULT
+    chosen = subjects.get(subject)  # ValueError naming the subjects
+    if backend not in chosen.backends:
+        raise ValueError(f"subject {subject!r} runs on the backends {list(chosen.backends)}, not {backend!r} "
+                         f"(--backend or {BACKEND_ENV})")
+    _RUN = RunConfig(for_subject(PROFILES[name], subject), backend, subject)
     settings.load_profile(name)
     return _RUN
 
