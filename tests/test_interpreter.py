@@ -355,7 +355,7 @@ def test_the_unmutated_kernels_pass_under_the_emulation() -> None:
 
 @pytest.mark.parametrize("installed, refused", [
     ({"triton-ascend": "3.2.0"}, None),
-    ({"triton": "3.8.0"}, "upstream triton 3.8.0;"),
+    ({"triton": "3.8.0"}, "upstream triton 3.8.0 (both own"),
     ({"triton-ascend": "3.2.0", "triton": "3.8.0"}, "upstream triton 3.8.0 installed over triton-ascend 3.2.0"),
 ])
 def test_the_cpu_backend_refuses_upstream_triton_before_any_launch(installed, refused, monkeypatch, capsys) -> None:
