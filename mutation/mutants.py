@@ -166,8 +166,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "            _bwd_group(t_offset + f % bh_count, bh_offset + f // bh_count,",
            "core-grid backward decodes flat task ids head-major instead of chunk-major"),
     Mutant("gate_head_major_batch_offset", "kernels.py",
-           "        return (b_start * HV + i_h * T) + (row0 - b_start)",
-           "        return b_start * HV + i_h * T + row0",
+           "        return (b_start * HV + tl.cast(i_h, tl.int64) * T) + (row0 - b_start)",
+           "        return b_start * HV + tl.cast(i_h, tl.int64) * T + row0",
            "head-major beta/g offsets count the batch start twice (B >= 2 with HV >= 2)"),
     # --- gate
     Mutant("fwd_gate_sign", "kernels.py",
