@@ -41,11 +41,12 @@ SITUATIONS: dict[str, dict[str, tuple[str, ...]]] = {
                "pair": ("same", "transposed", "transposed-left", "permuted", "reshaped"),
                "masked": ("no", "yes"), "emulation": ("on", "off")},
     "bounds": {"access": ("load", "store"), "dtype": ("float32", "float16", "bfloat16", "int32", "int64"),
-               "index": ("int32", "int64"), "side": ("below", "past"), "masked": ("no", "yes"), "emulation": ("on", "off")},
+               "index": ("int32", "int64"), "side": ("below", "past"), "masked": ("no", "yes"),
+               "pointer": ("offsets", "block"), "emulation": ("on", "off")},
     "barrier": {"programs": ("1", "2"), "op": ("store", "barrier", "load"), "length": ("1", "2", "3"),
                 "lanes": ("all", "low", "high"), "dtype": ("float32", "float16", "bfloat16", "int32", "int64"),
-                "index": ("int32", "int64"), "allocations": ("one", "two"), "grid-axis": ("0", "1"),
-                "emulation": ("on", "off")},
+                "index": ("int32", "int64"), "allocations": ("one", "two"), "pointer": ("offsets", "block"),
+                "grid-axis": ("0", "1"), "emulation": ("on", "off")},
     "wrap": {"op": ("add", "sub", "mul"), "operand": ("program-id", "argument", "arange"), "index": ("int32", "int64")},
     "folded": {"axis": ("0", "1", "2"), "size": ("1", "2"), "form": ("direct", "assigned", "derived", "bitwise", "helper"),
                "conversion": ("to", "cast"), "emulation": ("on", "off")},
@@ -241,7 +242,38 @@ def _access(x, y, shift, N: tl.constexpr, LOAD: tl.constexpr, WIDE: tl.constexpr
             tl.store(y + o + shift, tl.load(x + o, mask=m, other=0), mask=m)
 
 
+@triton.jit
+def _block_access(x, y, base, offset, shape, N: tl.constexpr, LOAD: tl.constexpr, WIDE: tl.constexpr,
+                  CHECK: tl.constexpr):
+    """As ``_access`` through a block pointer: y[o] = (x + base)[offset + o] (LOAD) or (y + base)[offset + o]
+    = x[o], of a block of declared shape ``shape``, lanes past it masked off with CHECK (boundary_check).
+    WIDE: base and shape in int64 (a block's offsets are int32 only)."""
+    o = tl.arange(0, N)
+    if WIDE:
+        base = base.to(tl.int64)
+        shape = shape.to(tl.int64)
+    if LOAD:
+        p = tl.make_block_ptr(x + base, (shape,), (1,), (offset,), (N,), (0,))
+        tl.store(y + o, tl.load(p, boundary_check=(0,), padding_option="zero") if CHECK else tl.load(p))
+    else:
+        p = tl.make_block_ptr(y + base, (shape,), (1,), (offset,), (N,), (0,))
+        if CHECK:
+            tl.store(p, tl.load(x + o), boundary_check=(0,))
+        else:
+            tl.store(p, tl.load(x + o))
+
+
+# Block pointers, by side: the violation unmasked (no boundary_check) and masked (boundary_check, its declared
+# shape holding the outside lane: a base one element below, or a shape one past), then the compliant twin
+# (boundary_check with the tensor's shape; below: the block moved in, as the interpreter's boundary_check
+# masks offsets past the shape only, not below 0). Each: (base, offset, shape, boundary_check).
+BLOCKS = {"below": {"no": (0, -1, N, False), "yes": (-1, 0, N + 1, True), "twin": (0, 0, N, True)},
+          "past": {"no": (0, 1, N, False), "yes": (0, 1, N + 1, True), "twin": (0, 1, N, True)}}
+
+
 def _check_bounds(s: dict[str, str], _: None) -> None:
+    if s["pointer"] == "block":
+        return _check_block_bounds(s)
     dtype = DTYPES[s["dtype"]]
     x, y = _small((N,), dtype), torch.zeros(N, dtype=dtype)
     shift, outside = (-1, 0) if s["side"] == "below" else (1, N - 1)  # the lane the shift takes outside
@@ -270,12 +302,35 @@ def _check_bounds(s: dict[str, str], _: None) -> None:
                 assert torch.equal(y[moved], x[lanes])
 
 
+def _check_block_bounds(s: dict[str, str]) -> None:
+    dtype = DTYPES[s["dtype"]]
+    x, y = _small((N,), dtype), torch.zeros(N, dtype=dtype)
+    blocks = BLOCKS[s["side"]]
+    for (base, offset, shape, check), breaks in ((blocks[s["masked"]], True), (blocks["twin"], False)):
+        y.zero_()
+        with ascend_semantics(s["emulation"] == "on"):
+            message = _raised(_block_access[(1,)], x, y, base, offset, shape, N=N, LOAD=s["access"] == "load",
+                              WIDE=s["index"] == "int64", CHECK=check)
+        if breaks:
+            assert message is not None and f"{s['access']} of 1 active element(s) outside every tensor argument's" \
+                " allocation" in message, message
+            continue
+        assert message is None
+        lanes = [i for i in range(N) if 0 <= offset + i < shape]
+        moved = [base + offset + i for i in lanes]
+        if s["access"] == "load":
+            assert torch.equal(y[lanes], x[moved]) and not y[[i for i in range(N) if i not in lanes]].any()
+        else:
+            assert torch.equal(y[moved], x[lanes])
+
+
 test_bounds_each_value, test_bounds_drawn = _conformance("bounds", _check_bounds)
 
 
 # ----------------------------------------------------------------------------- store, barrier, load sequences
 
 LANES = {"all": frozenset(range(N)), "low": frozenset(range(N // 2)), "high": frozenset(range(N // 2, N))}
+ALL, HIGH = (1 << N) - 1, (1 << N) - (1 << N // 2)  # the lane bits of "all" and "high"
 MESSAGES = {  # each rule's message, by how a sequence breaks it
     "barrier": r"load of \d+ element\(s\) this program stored since its last tl.debug_barrier\(\)",
     "loaded-stored": r"load of \d+ element\(s\) another program of this launch stored",
@@ -286,19 +341,26 @@ MESSAGES = {  # each rule's message, by how a sequence breaks it
 
 @triton.jit
 def _sequence(scratch, other, delta, N: tl.constexpr, OPS0: tl.constexpr, OPS1: tl.constexpr, AXIS: tl.constexpr,
-              WIDE: tl.constexpr, TWO: tl.constexpr):
+              WIDE: tl.constexpr, TWO: tl.constexpr, BLOCK: tl.constexpr):
     """Program 0 of grid axis AXIS runs OPS0, program 1 OPS1: each op ("store" | "barrier" | "load",
-    lanes) on ``scratch``'s lanes; with TWO each load also reads all of ``other`` (``delta`` elements on)."""
+    lanes) on ``scratch``'s lanes (masked lanes, or with BLOCK a block pointer over them); with TWO each
+    load also reads all of ``other`` (``delta`` elements on; offsets, as a block spans one tensor)."""
     o = tl.arange(0, N)
     if WIDE:
         o = o.to(tl.int64)
     ops = OPS0 if tl.program_id(AXIS) == 0 else OPS1
     for op, lanes in ops:
         m = ((tl.full((N,), lanes, tl.int32) >> o) & 1) != 0
-        if op == "store":
+        p = tl.make_block_ptr(scratch, (N,), (1,), (N // 2 if lanes == HIGH else 0,), (N if lanes == ALL else N // 2,),
+                              (0,))
+        if op == "store" and BLOCK and lanes != 0:
+            tl.store(p, tl.full((N if lanes == ALL else N // 2,), 1.0, tl.float32).to(scratch.dtype.element_ty))
+        elif op == "store":
             tl.store(scratch + o, tl.full((N,), 1.0, tl.float32).to(scratch.dtype.element_ty), mask=m)
         elif op == "barrier":
             tl.debug_barrier()
+        elif BLOCK and not TWO and lanes != 0:
+            tl.load(p)
         elif TWO:
             w = tl.arange(0, 2 * N).to(tl.int64)
             lanes_w = ((tl.full((2 * N,), lanes, tl.int32) >> w) & 1) != 0
@@ -348,7 +410,7 @@ def _run_sequence(s: dict[str, str], programs: list[list[tuple[str, frozenset[in
     grid = (len(programs), 1) if axis == 0 else (1, len(programs))
     with ascend_semantics(s["emulation"] == "on"):
         message = _raised(_sequence[grid], scratch, other, delta, N=N, OPS0=encoded[0], OPS1=encoded[-1], AXIS=axis,
-                          WIDE=s["index"] == "int64", TWO=s["allocations"] == "two")
+                          WIDE=s["index"] == "int64", TWO=s["allocations"] == "two", BLOCK=s["pointer"] == "block")
     broken = _broken(programs)
     if broken is None:
         assert message is None, message
@@ -367,13 +429,14 @@ REST = [("load", LANES["all"]), ("store", LANES["low"]), ("barrier", LANES["all"
 def _check_sequence(s: dict[str, str], rest: list[tuple[str, frozenset[int]]]) -> None:
     """Each of the ``programs`` runs ``length`` ops: program 0's first is ``op`` on ``lanes``, the others are
     taken from ``rest`` in turn. The rules decide as ``_broken`` does; the twin (each program's loads first,
-    the programs' lanes disjoint) must pass."""
+    two programs on a half each) must pass."""
     ops = iter(rest)
     programs = [[(s["op"], LANES[s["lanes"]]) if p == i == 0 else next(ops) for i in range(int(s["length"]))]
                 for p in range(int(s["programs"]))]
     _run_sequence(s, programs)
-    twin = [sorted(((op, frozenset(lane for lane in lanes if lane % len(programs) == p)) for op, lanes in ops),
-                   key=lambda op: op[0] != "load") for p, ops in enumerate(programs)]
+    halves = [LANES["all"]] if len(programs) == 1 else [LANES["low"], LANES["high"]]
+    twin = [sorted(((op, lanes & halves[p]) for op, lanes in ops), key=lambda op: op[0] != "load")
+            for p, ops in enumerate(programs)]
     assert _broken(twin) is None
     _run_sequence(s, twin)
 
@@ -400,7 +463,8 @@ def test_each_order_of_store_barrier_and_load(programs, broken, emulate) -> None
     """Every order of store, barrier and load, in one program and across two, as the rules state it."""
     ops = [[(op, LANES[lanes]) for op, lanes in p] for p in programs]
     assert _broken(ops) == broken
-    s = {"dtype": "float32", "grid-axis": "0", "index": "int32", "allocations": "one", "emulation": emulate}
+    s = {"dtype": "float32", "grid-axis": "0", "index": "int32", "allocations": "one", "pointer": "offsets",
+         "emulation": emulate}
     _run_sequence(s, ops)
 
 

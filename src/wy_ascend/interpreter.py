@@ -48,19 +48,21 @@ store's lanes are all, or one half masked off):
 * shared: dtype float32|float16|bfloat16; pair same|transposed|transposed-left|permuted|reshaped;
   masked no|yes; emulation on|off
 * bounds: access load|store; dtype float32|float16|bfloat16|int32|int64; index int32|int64; side
-  below|past; masked no|yes; emulation on|off
+  below|past; masked no|yes; pointer offsets|block; emulation on|off
 * barrier: programs 1|2; op store|barrier|load; length 1|2|3; lanes all|low|high; dtype
-  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; grid-axis 0|1;
-  emulation on|off
+  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; pointer
+  offsets|block; grid-axis 0|1; emulation on|off
 * race: programs 1|2; op store|barrier|load; length 1|2|3; lanes all|low|high; dtype
-  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; grid-axis 0|1;
-  emulation on|off
+  float32|float16|bfloat16|int32|int64; index int32|int64; allocations one|two; pointer
+  offsets|block; grid-axis 0|1; emulation on|off
 * wrap: op add|sub|mul; operand program-id|argument|arange; index int32|int64
 * folded: axis 0|1|2; size 1|2; form direct|assigned|derived|bitwise|helper; conversion to|cast;
   emulation on|off
 
 (barrier and race: each program runs a sequence of ``length`` ops, each op a store, a barrier or a
-load of one scratch tensor's lanes; ``allocations two``: each load also reads a second tensor;
+load of one scratch tensor's lanes; ``allocations two``: each load also reads a second tensor (by
+offsets: a block pointer spans one tensor); ``pointer block``: through ``tl.make_block_ptr``, its
+boundary_check the mask;
 ``index``: the offsets' type; ``wrap``'s int64 is the twin that does not wrap; ``folded``'s derived
 and bitwise forms: the program id in arithmetic and in bitwise operations with constants.)
 
