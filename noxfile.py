@@ -184,8 +184,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
-    """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, -n N (cpu: -n auto)."""
-    backend = install(session)
+    """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, --subject, -n N (cpu: -n auto)."""
+    backend = install(session, "upstream")  # fla-core, the foreign subjects (pure Python)
     args = _workers(backend, list(session.posargs))
     with _sigterm_as_interrupt():
         # nox passes an interrupt on as SIGINT, then waits this long before it terminates pytest:
@@ -223,15 +223,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @nox.session(venv_backend="none")
 def regress(session: nox.Session) -> None:
-    """Replay every stored minimal case in regressions/ (pytest fuzz/test_regressions.py)."""
-    backend = install(session)
+    """Replay every stored minimal case in regressions/, every subject's (pytest fuzz/test_regressions.py)."""
+    backend = install(session, "upstream")
     session.run("python", "-m", "pytest", "fuzz/test_regressions.py", *session.posargs, env=_env(backend))
 
 
 @nox.session(default=False, venv_backend="none")
 def replay(session: nox.Session) -> None:
     """Replay the regression files given as posargs: verdict per file and a summary table (wy-ascend replay)."""
-    backend = install(session)
+    backend = install(session, "upstream")
     args = _without_backend(list(session.posargs))
     if not any(not a.startswith("-") for a in args):
         session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME] [--timeout S]")

@@ -4,6 +4,8 @@ Options (each also read from the environment):
 
 * ``--profile NAME`` / ``WY_ASCEND_PROFILE``: ci, dev (default), nightly, large (fuzz/profiles.py).
 * ``--backend NAME`` / ``WY_ASCEND_BACKEND``: cpu (default), cuda, npu, npu-cuda.
+* ``--subject NAME`` / ``WY_ASCEND_SUBJECT``: whose ops the cases run (wy_ascend.subjects): wy_ascend
+  (default), fla-ascend, fla.
 * ``--fuzz-report PATH`` / ``WY_ASCEND_FUZZ_REPORT``: where the machine-readable report goes
   (default ``fuzz-report.json`` in the directory pytest was started from).
 
@@ -75,6 +77,7 @@ from fuzz import profiles
 from fuzz.accounting import Accounting
 from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pool_coverage, pool_line, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
+from wy_ascend import subjects
 from wy_ascend.env import number, switch
 from wy_ascend.testing import runner
 
@@ -94,6 +97,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("wy_ascend fuzz")
     _add(group, "--profile", default=None, help="fuzz profile: ci, dev, nightly, large (env WY_ASCEND_PROFILE)")
     _add(group, "--backend", default=None, help="backend: cpu, cuda, npu, npu-cuda (env WY_ASCEND_BACKEND)")
+    _add(group, "--subject", default=None,
+         help="subject (whose ops run): wy_ascend, fla-ascend, fla (env WY_ASCEND_SUBJECT)")
     _add(group, "--fuzz-report", default=None, help="path of fuzz-report.json (env WY_ASCEND_FUZZ_REPORT)")
 
 
@@ -140,7 +145,7 @@ def _check_backend(backend: str) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     started = time.perf_counter()  # the report's wall time starts here (a warm-up in configure included)
     try:
-        run = select(config.getoption("--profile"), config.getoption("--backend"))
+        run = select(config.getoption("--profile"), config.getoption("--backend"), config.getoption("--subject"))
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     bound = bind_worker_device(run.backend)
@@ -275,6 +280,7 @@ class FuzzReport:
         p = self.run.profile
         lines = [
             f"wy_ascend fuzz: profile {p.name} ({p.description}), backend {self.run.backend}, "
+            f"subject {self.run.subject} {subjects.get(self.run.subject).version}, "
             f"examples {({prop: p.budget(prop) for prop in p.examples})}",
             f"versions: python {sys.version.split()[0]}, torch {_version('torch')}, triton {_version('triton')}, "
             f"hypothesis {_version('hypothesis')}",
@@ -386,6 +392,7 @@ class FuzzReport:
         return {
             "profile": self.run.profile.name,
             "backend": self.run.backend,
+            "subject": self.run.subject,
             "interrupted": self.interrupted,  # the session was cut short: partial counts
             "properties": props,
             "regressions": sorted({f["regression"] for f in failures if f["regression"]}),

@@ -201,7 +201,7 @@ def for_subject(profile: Profile, subject: str) -> Profile:
     if PERF in profile.examples:
         raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
     scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
-    examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items()}
+    examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items() if prop in profile.examples}
     return dataclasses.replace(
         profile, examples=examples, sizes=profile.sizes.scaled(small_dims=SMALL_DIMS), pool=None,
         skips={prop: f"property {prop!r} does not apply to subject {subject!r}: {why}" for prop, why in WY_ASCEND_ONLY.items()})

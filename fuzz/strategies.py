@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,10 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from fuzz.pool import Entry
+from wy_ascend import subjects
 from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
+from wy_ascend.subjects import Claims
 from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
 from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import SUPPORTED_BT
@@ -66,6 +69,9 @@ class Sizes:
     max_value_heads: int = 16  # value heads HV
     dims: tuple[int, ...] = (16, 32, 64, 24, 48, 17, 100, 128, 80, 256)  # K/V drawn 3 times in 4; first = simplest
     max_dim: int = 256  # bound of the other draws (any integer in [16, max_dim])
+    # K/V below 16 (tiles narrower than a dot's 16 rows), drawn one time in eight where the subject's
+    # claims take them; the foreign subjects' runs draw SMALL_DIMS (fuzz/profiles.py).
+    small_dims: tuple[int, ...] = ()
     plan_tasks: int = 4096  # plan_coverage cases: tasks (no tensors are built, so far more than max_tasks)
     large_tokens: int = 2**22  # large cases: tokens of a long varlen batch
     large_bytes: int = 48 * 2**30  # large cases: host bytes (float64 generation, oracle, device copies)
@@ -96,6 +102,35 @@ def case_host_bytes(case: Case) -> int:
     return case.B * case.T * host_bytes_per_token(case.H, case.HV, case.K, case.V, case.BT)
 
 
+# ----------------------------------------------------------------------------- known defects
+
+
+@dataclass(frozen=True)
+class Known:
+    """A defect of a foreign subject's version that the store holds, marked known (its file's
+    top-level ``known``): the draws leave out every case it ``covers``, so a fuzz run of that
+    subject stays green while the defect persists and spends its budget on others; the file's
+    replay (``nox -s regress``) says when it stops reproducing. A new version of the subject
+    lifts the exclusion (its defects are then found again, or not)."""
+
+    subject: str
+    version: str
+    file: str  # the regression file's name in regressions/
+    covers: Callable[[Case], bool]
+
+
+KNOWN: tuple[Known, ...] = ()
+OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
+
+
+def known_defect(case: Case) -> Known | None:
+    """The known defect of the case's subject (at its installed version) that covers ``case``, if any."""
+    if not subjects.get(case.subject).foreign:
+        return None
+    version = subjects.get(case.subject).version
+    return next((k for k in KNOWN if k.subject == case.subject and k.version == version and k.covers(case)), None)
+
+
 # ----------------------------------------------------------------------------- pieces
 
 
@@ -114,24 +149,45 @@ def _ub_choices(backend: str, BT: int) -> list[int]:
 
 
 @st.composite
-def heads(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, grouped: bool = False) -> tuple[int, int]:
-    """(H, HV) with HV a multiple of H; ``grouped`` forces HV > H."""
+def heads(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, grouped: bool = False,
+          claims: Claims = OWN_CLAIMS) -> tuple[int, int]:
+    """(H, HV) with HV a multiple of H, by a ratio the subject's ``claims`` take; ``grouped`` forces HV > H."""
     H = draw(st.integers(1, max(1, min(sizes.max_heads, sizes.max_value_heads // (2 if grouped else 1)))))
-    ratios = [r for r in HEAD_RATIOS if H * r <= sizes.max_value_heads and (r > 1 or not grouped)]
+    ratios = [r for r in claims.head_ratios or HEAD_RATIOS
+              if H * r <= sizes.max_value_heads and (r > 1 or not grouped)] or [1]
     return H, H * draw(st.sampled_from(ratios))
 
 
+SMALL_DIMS = (8, 4, 12, 1, 15)  # Sizes.small_dims of a foreign subject's run
+
+
 @st.composite
-def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES) -> int:
-    """A K or V size in [16, max_dim]: mostly from ``sizes.dims`` (small on the CPU), else any integer."""
-    if draw(st.integers(0, 3)) < 3:
-        return draw(st.sampled_from(sizes.dims))
-    return draw(st.integers(16, sizes.max_dim))
+def dims(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, claims: Claims = OWN_CLAIMS) -> int:
+    """A K or V size the subject's ``claims`` take, in [16, max_dim]: mostly from ``sizes.dims`` (small on
+    the CPU), else any integer; one in eight from ``sizes.small_dims`` (below 16) where it claims those."""
+    low, high = claims.dims
+    small = [d for d in sizes.small_dims if low <= d < 16]
+    if small and draw(st.integers(0, 7)) == 7:
+        return draw(st.sampled_from(small))
+    pick = [d for d in sizes.dims if low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0)]
+    if draw(st.integers(0, 3)) < 3 or claims.pow2_dims:
+        return draw(st.sampled_from(pick))
+    return draw(st.integers(max(16, low), min(sizes.max_dim, high)))
 
 
 # Knobs that change the kernel a case compiles through its tiles (a pooled case keeps its entry's
 # specializations; an entry holds both grouped-dk variants: fuzz/pool.py).
 TILE_KNOBS = ("tile_cap", "ub_bytes")
+
+
+def subject_knob_values(subject: str, backend: str, large: bool = False) -> dict[str, st.SearchStrategy[Any]]:
+    """A foreign subject's knobs (``Claims.knobs``): ``max_blocks`` lowers its own grid limit (its
+    host-side launch split), ``num_cores`` (cpu only: what its stub device reports) its core grid."""
+    values = {name: value for name, value in knob_values(backend, 16, large).items()
+              if name in (subjects.get(subject).claims.knobs or ())}
+    if backend != "cpu":
+        values.pop("num_cores", None)
+    return values
 
 
 def knob_values(backend: str, BT: int, large: bool = False, grouped: bool = False) -> dict[str, st.SearchStrategy[Any]]:
@@ -167,12 +223,14 @@ def knob_values(backend: str, BT: int, large: bool = False, grouped: bool = Fals
 @st.composite
 def launch_knobs(
     draw: st.DrawFn, backend: str = "cpu", BT: int = 16, *, require_partition: bool = False, large: bool = False,
-    keep_tiles: bool = False, grouped: bool = False,
+    keep_tiles: bool = False, grouped: bool = False, subject: str = subjects.DEFAULT,
 ) -> dict[str, Any]:
     """Launch knobs (empty = the backend's defaults); ``require_partition`` adds at least one
     knob that re-partitions the work (what launch_invariance compares against the defaults);
-    ``keep_tiles`` leaves out the knobs that change tiles (pooled cases); ``grouped``: for HV > H."""
-    values = knob_values(backend, BT, large, grouped)
+    ``keep_tiles`` leaves out the knobs that change tiles (pooled cases); ``grouped``: for HV > H;
+    a foreign ``subject``: its own knobs only (``subject_knob_values``)."""
+    foreign = subjects.get(subject).foreign
+    values = subject_knob_values(subject, backend, large) if foreign else knob_values(backend, BT, large, grouped)
     if keep_tiles:
         values = {k: v for k, v in values.items() if k not in TILE_KNOBS}
     knobs = dict(draw(st.fixed_dictionaries({}, optional=values)))
@@ -352,28 +410,40 @@ def cases(
     partition_knobs: bool = False,
     memory: bool = False,
     pool: tuple[Entry, ...] | None = None,
+    subject: str = subjects.DEFAULT,
 ) -> Case:
     """A valid, plannable case on ``backend``. ``varlen``: True/False forces a packed/fixed batch;
     ``grouped``: HV > H; ``partition_knobs``: at least one knob that re-partitions the launches;
     ``memory``: arguments in memory layouts other than contiguous (``arguments``); ``pool``: the
-    structure comes from one of its entries (``pooled``), so the case compiles nothing new."""
+    structure comes from one of its entries (``pooled``), so the case compiles nothing new.
+    ``subject``: whose ops the case runs; a foreign one's cases draw only what it claims
+    (``subjects.Claims``), no pool (it is this project's compiles), and none that a known defect of
+    it covers (``KNOWN``: the store holds those, marked known)."""
+    claims = subjects.get(subject).claims
     dtypes: dict[str, Any] | None = None
-    if pool:
+    if pool and not subjects.get(subject).foreign:
         H, HV, K, V, BT, dtype, use_g, varlen, dtypes = draw(pooled(pool, sizes, grouped=grouped, varlen=varlen))
     else:
-        H, HV = draw(heads(sizes, grouped))
-        K, V = draw(dims(sizes)), draw(dims(sizes))
-        BT = draw(chunk_sizes(backend))
-        dtype = draw(st.sampled_from(tuple(DTYPES)))
+        H, HV = draw(heads(sizes, grouped, claims))
+        K, V = draw(dims(sizes, claims)), draw(dims(sizes, claims))
+        BT = draw(chunk_sizes(backend) if not subjects.get(subject).foreign else st.sampled_from(claims.chunk_sizes))
+        dtype = draw(st.sampled_from(claims.dtypes))
         use_g = draw(st.booleans())
-    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool), grouped=HV > H))
+    if not claims.varlen:
+        varlen = False
+    knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool), grouped=HV > H,
+                              subject=subject))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
-    args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
+    args = draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
+    if not claims.gate_dtypes:
+        dtypes.update(beta_dtype=None, g_dtype=None)
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
-    return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout, **args, **dtypes)
+    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, subject=subject, **layout, **args, **dtypes)
+    assume(known_defect(case) is None)
+    return case
 
 
 @functools.cache
@@ -387,7 +457,8 @@ def corruptions_adding_cu_seqlens() -> frozenset[str]:
 
 
 @st.composite
-def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
+def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
+                    subject: str = subjects.DEFAULT) -> Case:
     """A small valid case plus one ``corruption`` from properties.CORRUPTIONS at a drawn position
     (``corrupt_at``: e.g. which pair of cu_seqlens decreases). Inputs are built, no kernel runs;
     the case's own optional arguments and layouts are dropped (the corruption sets the arguments)."""
@@ -396,9 +467,11 @@ def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "c
                          max_seqs=min(sizes.max_seqs, 8))
     if corruption in corruptions_adding_cu_seqlens():
         small = small.scaled(max_batch=1)
-    case = draw(cases(small, backend))
+    case = draw(cases(small, backend, subject=subject))
     assume(case.T >= 1)  # with no tokens some corruptions change nothing (v[:, :-1] of an empty v)
-    return case.replace(corruption=corruption, corrupt_at=draw(st.integers(0, 2**16)), chunk_indices=False, memory={})
+    case = case.replace(corruption=corruption, corrupt_at=draw(st.integers(0, 2**16)), chunk_indices=False, memory={})
+    assume(known_defect(case) is None)
+    return case
 
 
 @st.composite
@@ -412,6 +485,7 @@ def large_cases(
     partition_knobs: bool = False,
     memory: bool = False,
     pool: tuple[Entry, ...] | None = None,
+    subject: str = subjects.DEFAULT,
 ) -> Case:
     """An accelerator-sized case within ``sizes.large_bytes`` of host memory, one of LARGE_KINDS
     (flags as for ``cases``):
@@ -423,19 +497,20 @@ def large_cases(
     """
     head_sizes = sizes.scaled(max_heads=min(sizes.max_heads, 4))
     dtypes: dict[str, Any] | None = None
-    if pool:
+    foreign, claims = subjects.get(subject).foreign, subjects.get(subject).claims
+    if pool and not foreign:
         H, HV, K, V, BT, dtype, use_g, varlen, dtypes = draw(pooled(pool, head_sizes, grouped=grouped, varlen=varlen,
                                                                     dim_cap=max(LARGE_DIMS)))
     else:
-        H, HV = draw(heads(head_sizes, grouped))
+        H, HV = draw(heads(head_sizes, grouped, claims))
         K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
-        BT = draw(chunk_sizes(backend))
-        dtype = draw(st.sampled_from(tuple(DTYPES)))
+        BT = draw(chunk_sizes(backend) if not foreign else st.sampled_from(claims.chunk_sizes))
+        dtype = draw(st.sampled_from(claims.dtypes))
         use_g = draw(st.booleans())
     kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
     kind = draw(st.sampled_from(kinds))
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True, keep_tiles=bool(pool),
-                              grouped=HV > H))
+                              grouped=HV > H, subject=subject))
     max_tokens = min(sizes.large_tokens, sizes.large_bytes // host_bytes_per_token(H, HV, K, V, BT))
     layout: dict[str, Any]
     if kind == "long_grid":
@@ -458,8 +533,10 @@ def large_cases(
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
-    return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
-                backend=backend, **layout, **args, **dtypes)
+    case = Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
+                backend=backend, subject=subject, **layout, **args, **dtypes)
+    assume(known_defect(case) is None)
+    return case
 
 
 def _long_varlen_cu(rng: random.Random, total: int, n: int, BT: int) -> tuple[int, ...]:
@@ -583,7 +660,8 @@ def perf_cases(draw: st.DrawFn, backend: str) -> Case:
 
 
 @st.composite
-def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu") -> Case:
+def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
+                subject: str = subjects.DEFAULT) -> Case:
     """A small case for the compiles property whose launches split: grid launches of at most
     ``max_blocks`` programs, fewer than its tasks (chunks x value heads), and, in a core grid, launches of
     at most ``max_tasks`` (as many) tasks. A foreign subject lowers its own grid limit to ``max_blocks``
@@ -597,7 +675,7 @@ def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu")
     if draw(st.booleans()):  # wy_ascend's core grid splits by tasks; a foreign subject's grid by max_blocks still
         knobs.update(mode="persistent", max_tasks=limit)
     return Case(T=T, H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
-                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs)
+                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject)
 
 
 INDEX_LIMIT = 2**31
@@ -609,7 +687,7 @@ INDEX_DIMS = (16, 64, 128)
 
 
 @st.composite
-def index_width_cases(draw: st.DrawFn, backend: str = "cpu") -> Case:
+def index_width_cases(draw: st.DrawFn, backend: str = "cpu", subject: str = subjects.DEFAULT) -> Case:
     """A problem past 2**31 elements for the index_width property, of one of two classes (the first, where
     shrinking ends, the cheaper):
 
@@ -634,11 +712,11 @@ def index_width_cases(draw: st.DrawFn, backend: str = "cpu") -> Case:
         elif shape == "varlen":
             cuts = sorted(draw(st.lists(st.integers(1, tokens - 1), min_size=1, max_size=3, unique=True)))
             layout = {"T": tokens, "cu_seqlens": (0, *cuts, tokens)}
-        return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, **layout)
+        return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, subject=subject, **layout)
     HV = draw(st.sampled_from(GATE_HEADS))
     tokens = cdiv(INDEX_LIMIT, HV - 1) + extra
     return Case(T=tokens, H=draw(st.sampled_from((HV, 1))), HV=HV, K=16, V=16, BT=BT,
-                dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend)
+                dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend, subject=subject)
 
 
 # ----------------------------------------------------------------------------- features

@@ -27,7 +27,17 @@ from hypothesis.control import current_build_context
 
 from fuzz.pool import run_pool
 from fuzz.profiles import TALLY, current
-from fuzz.strategies import Sizes, bad_input_cases, case_strategy, index_width_cases, perf_cases, plan_cases, split_cases
+from fuzz.strategies import (
+    Sizes,
+    bad_input_cases,
+    case_strategy,
+    index_width_cases,
+    known_defect,
+    perf_cases,
+    plan_cases,
+    split_cases,
+)
+from wy_ascend import subjects
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.env import switch
 from wy_ascend.errors import BackendUnavailableError
@@ -38,12 +48,13 @@ from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 from wy_ascend.testing.shrink import failing_block
 
 RUN = current()
-PROFILE, BACKEND, SIZES = RUN.profile, RUN.backend, RUN.profile.sizes
+PROFILE, BACKEND, SIZES, SUBJECT = RUN.profile, RUN.backend, RUN.profile.sizes, RUN.subject
 POOL = run_pool(BACKEND, PROFILE.pool)  # the same pool in every worker (conftest.py pins its date)
+FOREIGN = subjects.get(SUBJECT).foreign
 
 
 def _cases(sizes: Sizes = SIZES, **flags: Any) -> Any:
-    return case_strategy(PROFILE.kind, sizes, BACKEND, pool=POOL, **flags)
+    return case_strategy(PROFILE.kind, sizes, BACKEND, pool=POOL, subject=SUBJECT, **flags)
 
 
 def _note(error: BaseException, note: str) -> None:
@@ -169,9 +180,11 @@ def test_oracle(case: Case) -> None:
 
 def _split_launches(test: Any) -> Any:
     """Both launch shapes split along both task axes, always run: a 3-chunk, 2-head problem under a
-    1-block limit (grid: one launch per task) and 1-task launches (core grid); the draws split rarely."""
-    for knobs in ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1}):
-        test = example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs=knobs))(test)
+    1-block limit (grid: one launch per task) and 1-task launches (core grid); the draws split rarely.
+    A foreign subject: its own grid limit lowered to one block (its host-side split, a launch per task)."""
+    splits = ({"max_blocks": 1},) if FOREIGN else ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1})
+    for knobs in splits:
+        test = example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs=knobs, subject=SUBJECT))(test)
     return test
 
 
@@ -233,25 +246,27 @@ def test_plan_coverage(case: Case) -> None:
 def _each_corruption(test: Any) -> Any:
     """Every corruption once on a plain case, as explicit examples (run first, whatever the draws)."""
     for name in reversed(tuple(CORRUPTIONS)):
-        test = example(case=Case(T=20, backend=BACKEND, corruption=name))(test)
+        case = Case(T=20, backend=BACKEND, corruption=name, subject=SUBJECT)
+        if known_defect(case) is None:
+            test = example(case=case)(test)
     return test
 
 
 @PROFILE.settings_for("bad_input")
-@given(case=bad_input_cases(SIZES, BACKEND))
+@given(case=bad_input_cases(SIZES, BACKEND, SUBJECT))
 @_each_corruption
 def test_bad_input(case: Case) -> None:
     check("bad_input", case)
 
 
 @PROFILE.settings_for("compiles")
-@given(case=split_cases(SIZES, BACKEND))
+@given(case=split_cases(SIZES, BACKEND, SUBJECT))
 def test_compiles(case: Case) -> None:
     check("compiles", case)
 
 
 @PROFILE.settings_for("index_width")
-@given(case=index_width_cases(BACKEND))
+@given(case=index_width_cases(BACKEND, SUBJECT))
 def test_index_width(case: Case) -> None:
     check("index_width", case)
 

@@ -1,6 +1,7 @@
 """``wy-ascend``: replay and list the regression store.
 
-    wy-ascend replay FILE... [--backend cpu|cuda|npu|npu-cuda] [--timeout S] [--log PATH] [--in-process]
+    wy-ascend replay FILE... [--backend cpu|cuda|npu|npu-cuda] [--subject NAME] [--timeout S] [--log PATH]
+                     [--in-process]
     wy-ascend list [DIR]
     wy-ascend --version
 
@@ -14,6 +15,9 @@ any case failed, crashed or timed out; else 2 when any file was malformed or its
 cannot run here (reported in the table; the other files still run); else 0. Without
 ``--backend`` a case runs on ``$WY_ASCEND_BACKEND``, else the file's backend.
 ``--in-process`` runs the cases in this process (for a debugger; a crash then ends it).
+``--subject`` runs each case against that subject (wy_ascend.subjects) instead of the file's. A file
+marked known (a subject's own defect, store.py) is KNOWN while it fails as recorded, and FIXED, a
+failure, once it does not: remove the mark.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any
 
 from .backends import BACKEND_ENV, BACKENDS, resolve_backend
 from .errors import BackendUnavailableError, RegressionFileError
+from .subjects import SUBJECTS
+from .subjects import get as get_subject
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -81,18 +87,18 @@ class Verdict:
 
     file: str
     property: str
-    verdict: str  # PASS, FAIL, ERROR, CRASH, TIMEOUT, MALFORMED, UNAVAILABLE
+    verdict: str  # PASS, KNOWN, FAIL, FIXED, ERROR, CRASH, TIMEOUT, MALFORMED, UNAVAILABLE
     detail: str = ""
 
 
-FAILED = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # exit 1
+FAILED = ("FAIL", "FIXED", "ERROR", "CRASH", "TIMEOUT")  # exit 1
 NOT_RUN = ("MALFORMED", "UNAVAILABLE")  # exit 2 when nothing failed
 
 
-def _replay_one(path: Path, backend_arg: str | None, runner: Any) -> Verdict:
+def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str | None = None) -> Verdict:
     from .testing.properties import PropertyFailure, device_of
     from .testing.runner import CaseCrashed, CaseTimeout, RemoteTraceback
-    from .testing.store import bound_changes, load, replay
+    from .testing.store import KnownDefectFixed, bound_changes, load, replay
 
     try:
         stored = load(path)
@@ -105,17 +111,28 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any) -> Verdict:
     print(f"recorded  {stored.date} on backend {stored.backend}; versions {json.dumps(stored.versions)}")
     print(f"failure   {stored.failure['type']}: {stored.failure['message']}")
     print(f"backend   {backend} (this run)")
+    if subject or stored.case.subject != "wy_ascend":
+        print(f"subject   {subject or stored.case.subject} (this run; recorded: {stored.case.subject})")
+    if stored.known is not None:
+        print(f"known     {stored.known['reason']}")
     print("case")
     print(format_case(stored.case))
     verdict = Verdict(str(path), stored.property, "PASS")
     try:
         resolve_backend(backend, device_of(stored.case.replace(backend=backend)))
+        get_subject(subject or stored.case.subject).check(backend)
     except (BackendUnavailableError, ValueError) as e:
         print(f"error: cannot run on backend {backend!r}: {e}", file=sys.stderr)
         return Verdict(str(path), stored.property, "UNAVAILABLE", f"backend {backend}: {e}")
     metrics = None
     try:
-        metrics = replay(stored, backend=backend, runner=runner)
+        metrics = replay(stored, backend=backend, runner=runner, **({"subject": subject} if subject else {}))
+        if "known" in metrics and stored.known is not None:
+            print(f"KNOWN: still fails as recorded: {metrics['known']['still_fails']}")
+            verdict = Verdict(str(path), stored.property, "KNOWN", stored.known["reason"])
+    except KnownDefectFixed as e:
+        print(f"FIXED: {e}")
+        verdict = Verdict(str(path), stored.property, "FIXED", "marked known but passes: remove the mark")
     except PropertyFailure as e:
         print(f"FAIL: {e}")
         metrics = e.metrics
@@ -171,14 +188,14 @@ def _replay(args: argparse.Namespace) -> int:
         for i, path in enumerate(args.files):
             if i:
                 print()
-            verdicts.append(_replay_one(path, args.backend, runner))
+            verdicts.append(_replay_one(path, args.backend, runner, args.subject))
     finally:
         if runner is not None:
             runner.close()
             if args.log is None and not any(v.verdict in ("CRASH", "TIMEOUT", "ERROR") for v in verdicts):
                 log.unlink(missing_ok=True)  # nothing in it worth keeping
     if len(verdicts) > 1:
-        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", *FAILED, *NOT_RUN)}
+        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", "KNOWN", *FAILED, *NOT_RUN)}
         print()
         print(f"summary: {len(verdicts)} files, " + ", ".join(f"{n} {name.lower()}" for name, n in counts.items()
                                                                 if n or name in ("PASS", "FAIL")))
@@ -242,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="regressions/<name>-<hash>.json files")
     p.add_argument("--backend", choices=sorted(BACKENDS),
                    help=f"backend to run on (default: ${BACKEND_ENV}, else the file's backend)")
+    p.add_argument("--subject", choices=sorted(SUBJECTS),
+                   help="subject whose ops run the cases (default: each file's own)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="seconds a case may run before it is killed and reported TIMEOUT "
                         "(default: $WY_ASCEND_CASE_TIMEOUT, else 600)")

@@ -63,7 +63,8 @@ class Claims:
     """What a subject claims to support; the fuzz strategies draw nothing else for it.
 
     ``dims``: the K and V it takes (inclusive range); ``pow2_dims``: only powers of two in it.
-    ``head_ratios``: the HV/H it takes (None: any integer ratio). ``gate_dtypes``: beta and g may
+    ``head_ratios``: the HV/H it takes (None: any integer ratio); ``varlen``: packed batches (with or
+    without chunk_indices). ``gate_dtypes``: beta and g may
     have a dtype other than k's. ``strided``: arguments may be non-contiguous views. ``validates``:
     a malformed call raises a TypeError/ValueError naming the argument (bad_input holds it to that).
     ``knobs``: the launch knobs it takes (``LaunchConfig`` fields). ``zero_dead_A``: it reads A's
@@ -76,7 +77,6 @@ class Claims:
     pow2_dims: bool = False
     head_ratios: tuple[int, ...] | None = None
     varlen: bool = True
-    chunk_indices: bool = True
     gate_dtypes: bool = True
     strided: bool = True
     validates: bool = True

@@ -9,6 +9,16 @@ same directory, made 0644, then a hard link that fails if the name exists), are 
 overwritten, and are read back by ``load`` with a ``RegressionFileError`` naming the file and
 the field for anything malformed.
 Hypothesis's own example database is a cache; this store is the record.
+
+Foreign subjects (wy_ascend.subjects). A case of a subject other than wy_ascend holds
+``case.subject`` (its name; absent at the default, so wy_ascend's files keep their names) and the
+file a top-level ``"subject": {"name": <the case's subject>, "version": <its version or null>}``;
+``versions`` then also names the subject's distribution (``"fla-core": "0.6.0"``). A defect that
+is the subject's own (upstream's, not this project's to fix) is marked known by a top-level
+``"known": {"reason": <why, a non-empty string>}``, added by hand after the suite stored the file
+(neither field is in the name's hash). ``replay`` of a known file passes while the defect reproduces
+(the same failure type as recorded) and raises ``KnownDefectFixed`` when it does not: the mark must
+then go, and the file with it where the defect was fixed upstream.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .. import subjects
 from ..backends import BACKEND_ENV, BACKENDS
 from ..errors import RegressionFileError
 from .case import Case
@@ -94,11 +105,12 @@ def _version(dist: str, module: str) -> str | None:
         return None
 
 
-def versions() -> dict[str, str | None]:
-    """Versions of everything that decides whether a case fails."""
+def versions(subject: str = subjects.DEFAULT) -> dict[str, str | None]:
+    """Versions of everything that decides whether a case fails (a foreign subject's distribution too)."""
     import torch
 
     return {
+        **({subjects.FLA_DIST: subjects.get(subject).version} if subjects.get(subject).foreign else {}),
         "wy_ascend": _version("wy_ascend", "wy_ascend"),
         "torch": torch.__version__,
         "triton": _version("triton-ascend", "triton") or _version("triton", "triton"),
@@ -126,6 +138,14 @@ def failure_record(error: BaseException) -> dict[str, Any]:
     }
 
 
+def subject_record(case: Case) -> dict[str, Any]:
+    """The top-level fields naming a foreign case's subject and version (none for wy_ascend's cases)."""
+    subject = subjects.get(case.subject)
+    if not subject.foreign:
+        return {}
+    return {"subject": {"name": subject.name, "version": subject.version}}
+
+
 def record_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Path:
     """Write the failure of ``property_name`` on ``case`` to the store; return the file's path.
 
@@ -146,8 +166,9 @@ def record_failure(property_name: str, case: Case, error: BaseException, directo
         "case": case.to_dict(),
         "failure": failure_record(error),
         "backend": case.backend or os.environ.get(BACKEND_ENV) or "cpu",
-        "versions": versions(),
+        "versions": versions(case.subject),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **subject_record(case),
     }
     text = dumps(json_safe(record)) + "\n"
     _write_new(path, text)
@@ -210,6 +231,8 @@ class StoredCase:
     # <property>-<hash of the stored property and case>.json (crash-/timeout- for a crash or a
     # timeout): differs from path.name when the file's case was edited after it was recorded.
     expected_name: str = ""
+    # The known mark of a subject's own defect ({"reason": ...}; module doc), None where unmarked.
+    known: dict[str, Any] | None = None
 
 
 # Top-level fields: name -> (allowed types, description for messages).
@@ -286,8 +309,11 @@ def load(path: Path | str) -> StoredCase:
     except (TypeError, ValueError, IndexError, KeyError) as e:
         raise _bad(path, "case", f"is not a valid case: {e}") from e
     expected = file_name(data["property"], case_dict, data["failure"]["type"])
+    known = data.get("known")
+    if known is not None and not (isinstance(known, dict) and isinstance(known.get("reason"), str) and known["reason"]):
+        raise _bad(path, "known", f"must be an object with a non-empty string 'reason', got {json.dumps(known)[:80]}")
     return StoredCase(path, version, data["property"], case, data["failure"], data["backend"], data["versions"],
-                      data["date"], expected)
+                      data["date"], expected, known)
 
 
 def iter_store(directory: Path | str | None = None) -> list[Path]:
@@ -298,15 +324,41 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
 
 
-def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | None = None) -> Metrics:
-    """Run the stored property on the stored case; ``backend`` (if given) replaces the
-    case's own. Raises PropertyFailure (or the exception the case raised) if it still fails.
+class KnownDefectFixed(Exception):
+    """A file marked known no longer fails as recorded: its defect is gone (module doc)."""
+
+
+def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | None = None,
+           subject: str | None = None) -> Metrics:
+    """Run the stored property on the stored case; ``backend`` and ``subject`` (if given) replace
+    the case's own. Raises PropertyFailure (or the exception the case raised) if it still fails.
     With ``runner`` the case runs in its child process (``runner.CaseRunner``), so a case
-    that crashes or hangs raises CaseCrashed/CaseTimeout instead of taking this process down."""
+    that crashes or hangs raises CaseCrashed/CaseTimeout instead of taking this process down.
+
+    A file marked known, replayed on its own subject, inverts that: it returns ``{"known": {reason,
+    still_fails}}`` while it fails as recorded (the same failure type) and raises KnownDefectFixed
+    when it passes."""
     case = stored.case.on(backend) if backend else stored.case
-    if runner is not None:
-        return runner.run(stored.property, case).metrics
-    return run_property(stored.property, case)
+    case = case.replace(subject=subject) if subject else case
+
+    def run() -> Metrics:
+        if runner is not None:
+            return runner.run(stored.property, case).metrics
+        return run_property(stored.property, case)
+
+    if stored.known is None or case.subject != stored.case.subject:
+        return run()
+    try:
+        metrics = run()
+    except Exception as e:  # noqa: BLE001 - the known failure, or another one (re-raised)
+        if type(e).__name__ != stored.failure["type"]:
+            raise
+        return {"known": {"reason": stored.known["reason"], "still_fails": f"{type(e).__name__}: {e}"[:500]}}
+    raise KnownDefectFixed(
+        f"{stored.path} is marked known ({stored.known['reason']}) but no longer fails on subject {case.subject} "
+        f"{subjects.get(case.subject).version}: the defect is gone; remove the file's 'known' mark (and the file "
+        f"once the fix is released) and its entry in fuzz/strategies.py KNOWN. Metrics now: "
+        f"{json.dumps(json_safe(metrics))[:300]}")
 
 
 def _bounds(metrics: Any, prefix: str = "") -> dict[str, dict[str, Any]]:
@@ -390,4 +442,6 @@ def describe_case(case: Case) -> str:
         parts.append(f"corruption={case.corruption}")
     if case.backend:
         parts.append(f"backend={case.backend}")
+    if subjects.get(case.subject).foreign:
+        parts.append(f"subject={case.subject}")
     return " ".join(parts)
