@@ -477,7 +477,7 @@ def _kernels(interpret: bool) -> ModuleType:
         need = "TRITON_INTERPRET=1 set before triton is first imported" if interpret else "TRITON_INTERPRET unset"
         raise BackendUnavailableError(
             f"backend {'cpu' if interpret else 'npu/cuda'} needs {need}; this process imported triton in the other "
-            "mode (one process runs either the interpreter or compiled kernels)"
+            "mode (one process runs either the interpreter or compiled kernels)", backend="cpu" if interpret else None,
         )
     if interpret:
         from . import interpreter

@@ -164,7 +164,7 @@ def check_interpreter() -> None:
         f"backend 'cpu' needs triton-ascend's interpreter, but this environment has {found} (both own the "
         "`triton` module). Repair it: pip uninstall -y triton && pip install --force-reinstall --no-deps "
         "triton-ascend==3.2.0 pybind11; or install into a fresh environment from a wy_ascend checkout: "
-        "python -m venv .venv && . .venv/bin/activate && python install.py cpu")
+        "python -m venv .venv && . .venv/bin/activate && python install.py cpu", backend="cpu")
 
 
 @cache
