@@ -665,7 +665,7 @@ def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
     """A small case for the compiles property whose launches split: grid launches of at most
     ``max_blocks`` programs, fewer than its tasks (chunks x value heads), and, in a core grid, launches of
     at most ``max_tasks`` (as many) tasks. A foreign subject lowers its own grid limit to ``max_blocks``
-    (testing/scaling.py SPLIT_LIMITS). Shrinks toward two chunks of one head, a launch a task."""
+    (subjects.py: fla-ascend's ASCEND_MAX_GRID_DIM). Shrinks toward two chunks of one head, a launch a task."""
     BT = draw(chunk_sizes(backend))
     H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads))))
     chunks = draw(st.integers(2, max(2, sizes.max_tasks // HV)))

@@ -103,13 +103,13 @@ CASE = Case(T=64, HV=2, K=16, V=16, BT=16)  # v: 64 x 2 x 16 elements, 8 * BLOCK
 
 def test_the_property_fails_a_subject_that_recompiles_per_launch_chunk() -> None:
     with pytest.raises(PropertyFailure, match=r"_offset_constexpr compiles 8 times .* in 8 launches.*OFFSET"):
-        check_compiles(CASE, "toy", _toy_ops(_offset_constexpr, True))
+        check_compiles(CASE, _toy_ops(_offset_constexpr, True))
     with pytest.raises(PropertyFailure, match=r"_offset_specialized compiles 3 times"):
-        check_compiles(CASE, "toy", _toy_ops(_offset_specialized, False))
+        check_compiles(CASE, _toy_ops(_offset_specialized, False))
 
 
 def test_the_property_passes_runtime_offsets_and_counts_launches() -> None:
-    metrics = check_compiles(CASE, "toy", _toy_ops(_offset_runtime, False))
+    metrics = check_compiles(CASE, _toy_ops(_offset_runtime, False))
     assert metrics["fwd._offset_runtime"] == {"launches": 8, "compiles": 1}
 
 

@@ -3,8 +3,8 @@ no compile beyond the first) and ``index_width`` (no address arithmetic wraps at
 the subject accepts).
 
 compiles: the case's forward and backward run once each with the launch split (the case's knobs:
-wy_ascend's ``max_blocks``/``max_tasks``; a foreign subject's own grid limit lowered to the case's
-``max_blocks``, ``SPLIT_LIMITS``), every launch keyed as Triton's cache keys it
+wy_ascend's ``max_blocks``/``max_tasks``; fla-ascend's own grid limit lowered to the case's
+``max_blocks`` by its adapter, subjects.py), every launch keyed as Triton's cache keys it
 (testing/compiles.py). A kernel with two keys in one op call compiles twice for one problem shape: on
 an NPU seconds per launch chunk, and a cache that grows with the problem's size.
 
@@ -21,18 +21,16 @@ device path has not run (nothing here has a device large enough yet).
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
-from .. import reference
-from ..backends import BACKENDS, _given, check_available, kernel_for
-from ..ops import observed, prepare_wy_repr_bwd, recompute_w_u_fwd
+from .. import reference, subjects
+from ..backends import BACKENDS, _given, kernel_for
+from ..ops import observed
 from ..planning import UnsupportedProblemError
 from .case import Case, Inputs
 from .compiles import differing, distinct, record_launch, recorded_launches
@@ -40,10 +38,6 @@ from .failure import Metrics, PropertyFailure
 from .index_audit import index_audit, virtual_allocations, virtual_empty, wrap_of
 from .phases import phase
 
-# A foreign subject's own launch limit, (module, attribute): lowered to the case's ``max_blocks`` for
-# the compiles property. fla-core's Ascend backward splits its grid launches at this many programs
-# (``_launch_wy_kernel``, through ``fla.utils.ascend_ub_manager.max_grid_axis_chunks``).
-SPLIT_LIMITS = {"fla-ascend": ("fla.ops.gated_delta_rule.backends.triton_ascend.wy_fast", "ASCEND_MAX_GRID_DIM")}
 # Relative RMS a device run's last chunk may differ from its oracle by: a wrapped address reads another
 # chunk's or head's rows, an O(1) error; the oracle property holds each output to its precise bound.
 DEVICE_CHUNK_RTOL = 0.05
@@ -61,14 +55,15 @@ class Ops(NamedTuple):
 
 
 def subject_ops(case: Case, **knobs: Any) -> Ops:
-    """The case's subject's ops on its backend (this project's ops, the default subject) with ``knobs``
-    over the case's, its Triton mode loaded (the interpreter for the cpu backend) before anything
-    imports triton."""
+    """The case's subject's ops (subjects.py) on its backend with ``knobs`` over the case's. This project's
+    ops also record the launches that skip Triton's run (``direct``) and say their gates' layout."""
     name = case.backend or "cpu"
-    backend = BACKENDS[name]
-    check_available(backend)
-    kernel_for(backend, "fwd")
+    subject = subjects.get(case.subject)
+    forward, backward = subject.ops(name)
     config = case.config(**knobs)
+    if subject.foreign:
+        return Ops(lambda *a: forward(*a, config=config), lambda *a: backward(*a, config=config),
+                   torch.device(BACKENDS[name].device_type))
 
     def direct() -> Any:
         """An observer recording the launches that bypass Triton's run: cuda's (ops.py) once compiled."""
@@ -81,36 +76,19 @@ def subject_ops(case: Case, **knobs: Any) -> Ops:
                 record_launch(call.kernel, kwargs)
         return observer
 
-    def forward(*a: Any) -> tuple[torch.Tensor, ...]:
-        with observed(direct()):
-            return recompute_w_u_fwd(*a, backend=name, config=config)
+    def own(op: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any) -> Any:
+            with observed(direct()):
+                return op(*a, config=config)
+        return call
 
-    def backward(*a: Any) -> tuple[torch.Tensor | None, ...]:
-        with observed(direct()):
-            return prepare_wy_repr_bwd(*a, backend=name, config=config)
-
-    return Ops(forward, backward, torch.device(backend.device_type),
+    backend = BACKENDS[name]
+    kernel_for(backend, "fwd")  # the Triton mode loaded before recorded_launches imports triton
+    return Ops(own(forward), own(backward), torch.device(backend.device_type),
                _given(config.gate_head_major, backend.gate_head_major))
 
 
-@contextlib.contextmanager
-def split_limit(subject: str, case: Case) -> Iterator[None]:
-    """Lower ``subject``'s own launch limit (``SPLIT_LIMITS``) to the case's ``max_blocks`` inside the block;
-    nothing for a subject without one (wy_ascend takes the case's knobs itself)."""
-    limit = SPLIT_LIMITS.get(subject)
-    if limit is None or case.knobs.get("max_blocks") is None:
-        yield
-        return
-    module = importlib.import_module(limit[0])
-    previous = getattr(module, limit[1])
-    setattr(module, limit[1], case.knobs["max_blocks"])
-    try:
-        yield
-    finally:
-        setattr(module, limit[1], previous)
-
-
-def check_compiles(case: Case, subject: str = "wy_ascend", ops: Ops | None = None) -> Metrics:
+def check_compiles(case: Case, ops: Ops | None = None) -> Metrics:
     """One call of each op on the case compiles each kernel once, however many launches its split grid
     takes: every launch of a kernel in one call has one Triton cache key (testing/compiles.py). Needs
     a case whose launches split (some kernel launched more than once)."""
@@ -123,7 +101,7 @@ def check_compiles(case: Case, subject: str = "wy_ascend", ops: Ops | None = Non
     failures = []
     split = False
     for op, call in calls.items():
-        with phase("kernel"), split_limit(subject, case), recorded_launches() as launches:
+        with phase("kernel"), recorded_launches() as launches:
             call()
         counts = Counter(launch.kernel for launch in launches)
         split = split or any(n > 1 for n in counts.values())
@@ -134,7 +112,7 @@ def check_compiles(case: Case, subject: str = "wy_ascend", ops: Ops | None = Non
                 failures.append(f"{op}: {short} compiles {len(specs)} times for one problem shape in "
                                 f"{counts[kernel]} launches; its cache key differs in {differing(specs)}")
     if not split:
-        raise PropertyFailure(f"compiles needs a case whose launches split; no kernel of {subject} launched twice "
+        raise PropertyFailure(f"compiles needs a case whose launches split; no kernel of {case.subject} launched twice "
                               f"(knobs {case.knobs})", metrics)
     if failures:
         raise PropertyFailure("a split launch recompiles: " + "; ".join(failures), metrics)
