@@ -139,6 +139,7 @@ def prepare() -> None:
     _patch_language_once()
     _memoize_np_dtypes_once()
     _round_bf16_to_nearest_once()
+    _bf16_arithmetic_once()
     _install_emulation_once()
 
 
@@ -253,6 +254,29 @@ def _round_bf16_to_nearest_once() -> None:
         return convert(input, input_dtype, output_dtype, rounding_mode)
 
     interpreter._convert_float = convert_float
+
+
+@cache
+def _bf16_arithmetic_once() -> None:
+    """bfloat16 arithmetic of two bfloat16 operands (Triton keeps bf16 op bf16 in bfloat16) computed in
+    float32 and rounded to nearest, as the devices' bf16 units do. The interpreter applied numpy's op to
+    the uint16 bits it stores bfloat16 in: an integer product or sum, garbage (fla-ascend's forward,
+    which multiplies bf16 v and k by a bf16 beta, came out ~1e37 off)."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = type(interpreter.interpreter_builder)
+    binary_op = builder.binary_op
+    arithmetic = (np.add, np.subtract, np.multiply, np.divide, np.remainder, np.minimum, np.maximum)
+
+    def bf16_binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+        if op in arithmetic and lhs.dtype.scalar == tl.bfloat16 and rhs.dtype.scalar == tl.bfloat16:
+            exact = op(_bf16_bits_to_float32(lhs.data), _bf16_bits_to_float32(rhs.data))
+            return interpreter.TensorHandle(interpreter._convert_float(exact, tl.float32, tl.bfloat16, None),
+                                            tl.bfloat16)
+        return binary_op(self, lhs, rhs, op)
+
+    builder.binary_op = bf16_binary_op
 
 
 # ----------------------------------------------------------------------------- Ascend emulation
