@@ -4,6 +4,7 @@
     python install.py cuda            # NVIDIA GPUs: torch with CUDA and upstream triton 3.6-3.8
     python install.py npu             # Ascend NPUs: after torch and torch_npu for your CANN toolkit
     python install.py cpu --dev       # editable, with the test tools (pytest, Hypothesis, nox)
+    python install.py cpu --upstream  # with fla-core too: the fuzz suite's fla subjects, the benchmarks' peer
     python install.py cpu --dry-run   # the checks and the pip commands, nothing changed
 
 Why a script and not one pip line: upstream ``triton`` and ``triton-ascend`` both install the
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python install.py", description=__doc__.split("\n\n")[0])
     p.add_argument("backend", choices=sorted(EXTRA), help="what the kernels will run on")
     p.add_argument("--dev", action="store_true", help="editable install with the test tools (the `test` extra)")
+    p.add_argument("--upstream", action="store_true", help="also fla-core (the `upstream` extra): the fla subjects")
     p.add_argument("--dry-run", action="store_true", help="print the checks and the pip commands, change nothing")
     args = p.parse_args(argv)
     why = refusal(args.backend)
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"environment {sys.prefix}: torch {version('torch') or 'not installed'}, "
           f"{FORBIDDEN[args.backend]} not installed", flush=True)
-    extras = EXTRA[args.backend] + (",test" if args.dev else "")
+    extras = ",".join([EXTRA[args.backend], *(["test"] if args.dev else []), *(["upstream"] if args.upstream else [])])
     with tempfile.TemporaryDirectory() as tmp:
         pinned = Path(tmp, "constraints.txt")
         try:

@@ -55,11 +55,11 @@ def test_refuses_what_the_backend_cannot_live_with(monkeypatch, capsys, backend,
 def test_cpu_takes_torch_from_a_cpu_source_first_and_pins_it(monkeypatch, capsys, tmp_path) -> None:
     environment(monkeypatch, {})
     monkeypatch.setenv("WY_ASCEND_WHEELS", str(tmp_path))  # no wheel there: the CPU index
-    assert install.main(["cpu", "--dry-run", "--dev"]) == 0
+    assert install.main(["cpu", "--dry-run", "--dev", "--upstream"]) == 0
     commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ ")]
     assert len(commands) == 2
     assert "torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu" in commands[0]
-    assert " -e " in commands[1] and f"{ROOT}[cpu,test]" in commands[1] and "--constraint" in commands[1]
+    assert " -e " in commands[1] and f"{ROOT}[cpu,test,upstream]" in commands[1] and "--constraint" in commands[1]
     wheel = tmp_path / f"torch-2.13.0+cpu-cp{sys.version_info.major}{sys.version_info.minor}-none-any.whl"
     wheel.touch()
     assert install.torch_command()[-3:] == ["torch==2.13.0+cpu", "--find-links", str(tmp_path)]
