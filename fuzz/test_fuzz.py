@@ -65,15 +65,18 @@ def _note(error: BaseException, note: str) -> None:
 def _record(prop: str, case: Case, error: BaseException, what: str = "minimal case") -> None:
     """Write the failing case to regressions/ and note it in the tally (never masks ``error``)."""
     path: str | None = None
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
     try:
-        from wy_ascend.testing.store import record_failure
+        from wy_ascend.testing.store import store_failure
 
-        path = str(record_failure(prop, case, error))
+        recorded = store_failure(prop, case, error)
     except Exception as e:  # noqa: BLE001 - the property failure stays the error reported
         _note(error, f"(could not record the regression: {type(e).__name__}: {e})")
     else:
-        _note(error, f"{what} recorded in {path}")
-    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        path = str(recorded.path)
+        _note(error, recorded.note(error, what))
+        if not recorded.new:  # the live FAILED line says the file is an earlier one, and what it holds
+            message = f"(already stored, it recorded {recorded.then.splitlines()[0][:120]}) {message}"
     TALLY.fail(prop, path, message if what.startswith("minimal case") else f"({what}) {message}", case.to_dict())
 
 

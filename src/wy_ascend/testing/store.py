@@ -23,6 +23,7 @@ then go, and the file with it where the defect was fixed upstream.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -30,18 +31,22 @@ import os
 import platform
 import tempfile
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+import torch
 
 from .. import subjects
-from ..backends import BACKEND_ENV, BACKENDS
+from ..backends import BACKEND_ENV, BACKENDS, DEVICES, LaunchConfig
 from ..errors import RegressionFileError
-from .case import Case
-from .properties import PROPERTIES, Metrics, PropertyFailure, run_property
+from ..planning import LaunchMode
+from ..validation import check_chunk_size, check_dim, validate
+from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
+from .properties import CORRUPTIONS, PROPERTIES, Metrics, PropertyFailure, run_property
 from .runner import CaseLost, CaseRunner
 
 SCHEMA_VERSION = 1
@@ -146,33 +151,68 @@ def subject_record(case: Case) -> dict[str, Any]:
     return {"subject": {"name": subject.name, "version": subject.version}}
 
 
-def record_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Path:
-    """Write the failure of ``property_name`` on ``case`` to the store; return the file's path.
+@dataclass(frozen=True)
+class Recorded:
+    """Where a failure went: its file, whether this call wrote it, and, where the file was there
+    already (the same minimal case found before: a committed file, another worker, an earlier
+    run), the failure that file recorded then (None where it cannot be read)."""
 
-    The name depends on (property, case) only, and on whether ``error`` is a crash or a
-    timeout of the case runner (``file_name``). An existing file is never overwritten: its
-    path is returned as is, so concurrent writers of one failure produce one file.
-    """
+    path: Path
+    new: bool
+    earlier: dict[str, Any] | None = None
+
+    @property
+    def then(self) -> str:
+        """The failure the file recorded (an existing file's)."""
+        return "unreadable" if self.earlier is None else f"{self.earlier.get('type')}: {self.earlier.get('message')}"
+
+    def note(self, error: BaseException, what: str = "minimal case") -> str:
+        """What to tell the user: the file and how to replay it; for a file already there, that
+        nothing was written, what it recorded then and what fails now."""
+        replay = f"replay: wy-ascend replay {self.path}"
+        if self.new:
+            return f"{what} recorded in {self.path}\n{replay}"
+        return (f"{what} ALREADY STORED in {self.path} (nothing new written; files are never overwritten)\n"
+                f"  recorded then: {self.then}\n  fails now:     {type(error).__name__}: {error}\n{replay}")
+
+
+def store_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Recorded:
+    """Write the failure of ``property_name`` on ``case`` to the store (``record_failure``), saying
+    whether the file is new or was there already, with what it recorded."""
     if property_name not in PROPERTIES:
         raise ValueError(f"property must be one of {sorted(PROPERTIES)}, got {property_name!r}")
     directory = Path(directory) if directory is not None else regressions_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(property_name, case, type(error).__name__)
-    if path.exists():
-        return path
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "property": property_name,
-        "case": case.to_dict(),
-        "failure": failure_record(error),
-        "backend": case.backend or os.environ.get(BACKEND_ENV) or "cpu",
-        "versions": versions(case.subject),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **subject_record(case),
-    }
-    text = dumps(json_safe(record)) + "\n"
-    _write_new(path, text)
-    return path
+    if not path.exists():
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "property": property_name,
+            "case": case.to_dict(),
+            "failure": failure_record(error),
+            "backend": case.backend or os.environ.get(BACKEND_ENV) or "cpu",
+            "versions": versions(case.subject),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **subject_record(case),
+        }
+        if _write_new(path, dumps(json_safe(record)) + "\n"):
+            return Recorded(path, True)
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")).get("failure")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    return Recorded(path, False, earlier if isinstance(earlier, dict) else None)
+
+
+def record_failure(property_name: str, case: Case, error: BaseException, directory: Path | None = None) -> Path:
+    """Write the failure of ``property_name`` on ``case`` to the store; return the file's path.
+
+    The name depends on (property, case) only, and on whether ``error`` is a crash or a
+    timeout of the case runner (``file_name``). An existing file is never overwritten: its
+    path is returned as is, so concurrent writers of one failure produce one file
+    (``store_failure`` says which happened).
+    """
+    return store_failure(property_name, case, error, directory).path
 
 
 def dumps(x: Any, indent: int = 0) -> str:
@@ -186,8 +226,9 @@ def dumps(x: Any, indent: int = 0) -> str:
     return json.dumps(x, allow_nan=False)
 
 
-def _write_new(path: Path, text: str) -> None:
-    """Create ``path`` with ``text`` atomically; leave an existing file untouched.
+def _write_new(path: Path, text: str) -> bool:
+    """Create ``path`` with ``text`` atomically; leave an existing file untouched. True where
+    this call created it.
 
     The text goes to a temp file in the same directory, then ``os.link`` publishes it
     under its name (failing if the name exists), so no reader sees a partial file and
@@ -204,14 +245,15 @@ def _write_new(path: Path, text: str) -> None:
         try:
             os.link(tmp, path)
         except FileExistsError:
-            return
+            return False
         except OSError:
             try:
                 excl = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             except FileExistsError:
-                return
+                return False
             with os.fdopen(excl, "w", encoding="utf-8") as f:
                 f.write(text)
+        return True
     finally:
         os.unlink(tmp)
 
@@ -228,35 +270,166 @@ class StoredCase:
     backend: str
     versions: dict[str, Any]
     date: str
-    # <property>-<hash of the stored property and case>.json (crash-/timeout- for a crash or a
-    # timeout): differs from path.name when the file's case was edited after it was recorded.
-    expected_name: str = ""
     # The known mark of a subject's own defect ({"reason": ...}; module doc), None where unmarked.
     known: dict[str, Any] | None = None
 
 
-# Top-level fields: name -> (allowed types, description for messages).
-_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "property": ((str,), "a string"),
-    "case": ((dict,), "an object"),
-    "failure": ((dict,), "an object"),
-    "backend": ((str,), "a string"),
-    "versions": ((dict,), "an object"),
-    "date": ((str,), "a string"),
+# ------------------------------------------------------------------ the schema of version 1, read back
+#
+# Every field of a file is an entry of a table below: its check and whether a file must hold it.
+# ``load`` refuses a missing required field, a field no table lists, and a value its check refuses,
+# naming the file and the field; adding a field is one entry.
+
+Check = Callable[[Any], None]  # raises ValueError saying what is wrong with the value ("must be ...")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a stored object: the check of its value, whether it must be present, and, for an
+    object, the table of its own fields (checked the same way, one level down)."""
+
+    check: Check
+    required: bool = True
+    fields: dict[str, Field] | None = None
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, default=str)[:80]
+
+
+def _typed(types: tuple[type, ...], what: str) -> Check:
+    def check(value: Any) -> None:
+        # bool is an int in Python, not in the schema: true is no version number, count or size
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ValueError(f"must be {what}, got {_show(value)}")
+    return check
+
+
+_string, _object, _bool = _typed((str,), "a string"), _typed((dict,), "an object"), _typed((bool,), "true or false")
+
+
+def _int(low: int) -> Check:
+    def check(value: Any) -> None:
+        _typed((int,), "an int")(value)
+        if value < low:
+            raise ValueError(f"must be an int >= {low}, got {value}")
+    return check
+
+
+def _positive_number(value: Any) -> None:
+    _typed((int, float), "a number")(value)
+    if not value > 0:
+        raise ValueError(f"must be a number > 0, got {_show(value)}")
+
+
+def _non_empty(value: Any) -> None:
+    _string(value)
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+
+
+def _one_of(choices: Any, what: str) -> Check:
+    def check(value: Any) -> None:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"is {_show(value)}, not {what}; known: {sorted(choices)}")
+    return check
+
+
+def _nullable(check: Check) -> Check:
+    def nullable(value: Any) -> None:
+        if value is not None:
+            check(value)
+    return nullable
+
+
+def _via(rule: Callable[[str, Any], None], check: Check) -> Check:
+    """``check`` (the value's type), then one of the ops' own rules (validation.py), which names what it checks."""
+    def via(value: Any) -> None:
+        check(value)
+        rule("the value", value)
+    return via
+
+
+def _int_list(value: Any) -> None:
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise ValueError(f"must be a list of ints or null, got {_show(value)}")
+
+
+def _version_1(value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value not in SUPPORTED_SCHEMA_VERSIONS:
+        raise ValueError(f"is {_show(value)}, which this wy_ascend cannot read; supported versions: "
+                         f"{list(SUPPORTED_SCHEMA_VERSIONS)} (the int, not a string, a float or true)")
+
+
+def _date(value: Any) -> None:
+    _string(value)
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise ValueError(f"must be an ISO-8601 time with its UTC offset, got {_show(value)}")
+
+
+def _knob_check(name: str) -> Check:
+    """A launch knob's check, from its LaunchConfig type: bool, a mode, or a positive int (the planner's
+    rules on the value, e.g. a power-of-two tile cap, are checked with the case)."""
+    kind = next(f.type for f in dataclasses.fields(LaunchConfig) if f.name == name)
+    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    if kind.startswith("bool"):
+        return _bool
+    if kind.startswith("LaunchMode"):
+        return _one_of(get_args(LaunchMode), "a launch mode")
+    return _int(1)
+
+
+# The case: Case's fields (its own types and ranges, each checked by the rule the ops or Case apply);
+# those of case.LATER_FIELDS are written only where they differ from their defaults.
+_CASE_CHECKS: dict[str, Check] = {
+    "B": _int(1), "T": _int(0), "H": _int(1), "HV": _int(1),
+    "K": _via(check_dim, _int(1)), "V": _via(check_dim, _int(1)), "BT": _via(check_chunk_size, _int(1)),
+    "cu_seqlens": _nullable(_int_list), "dtype": _one_of(DTYPES, "a dtype"), "use_g": _bool,
+    "dist": _one_of(DISTRIBUTIONS, "an input distribution"), "seed": _int(0), "knobs": _object,
+    "backend": _nullable(_one_of(BACKENDS, "a backend")), "corruption": _nullable(_one_of(CORRUPTIONS, "a corruption")),
+    "corrupt_at": _int(0), "chunk_indices": _bool, "memory": _object, "device": _nullable(_one_of(DEVICES, "a device")),
+    "beta_dtype": _nullable(_one_of(DTYPES, "a dtype")), "g_dtype": _nullable(_one_of(DTYPES, "a dtype")),
+    "index_dtype": _one_of(INDEX_DTYPES, "an index dtype"), "offset": _int(0),
+    "subject": _one_of(subjects.SUBJECTS, "a subject"),
 }
-_FAILURE_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "type": ((str,), "a string"),
-    "message": ((str,), "a string"),
-    "metrics": ((dict,), "an object"),
+CASE_FIELDS: dict[str, Field] = {
+    name: Field(check, required=name not in LATER_FIELDS,
+                fields={knob: Field(_knob_check(knob), required=False) for knob in LAUNCH_KNOBS}
+                if name == "knobs" else None)
+    for name, check in _CASE_CHECKS.items()
 }
-# Case fields every file must hold, with their types (Case.from_dict checks the types of the others, the
-# later fields among them, which a file holds only where they differ from their defaults).
-_CASE_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
-    "dtype": ((str,), "a string"),
-    "use_g": ((bool,), "true or false"),
-    "dist": ((str,), "a string"),
-    "backend": ((str, type(None)), "a string or null"),
-    "corruption": ((str, type(None)), "a string or null"),
+FAILURE_FIELDS: dict[str, Field] = {
+    "type": Field(_non_empty),  # the exception's class name
+    "message": Field(_string),
+    "metrics": Field(_object),
+    "traceback": Field(_nullable(_string)),
+    # crash and timeout files (runner.CaseLost's detail)
+    "signal": Field(_nullable(_string), required=False),
+    "exitcode": Field(_typed((int,), "an int"), required=False),
+    "limit_s": Field(_positive_number, required=False),
+    "log": Field(_string, required=False),
+}
+VERSIONS_FIELDS: dict[str, Field] = {
+    **{name: Field(_nullable(_string)) for name in ("wy_ascend", "torch", "triton", "python", "hypothesis")},
+    subjects.FLA_DIST: Field(_nullable(_string), required=False),  # a foreign subject's distribution
+}
+FILE_FIELDS: dict[str, Field] = {
+    "schema_version": Field(_version_1),
+    "property": Field(_one_of(PROPERTIES, "a known property")),
+    "case": Field(_object, fields=CASE_FIELDS),
+    "failure": Field(_object, fields=FAILURE_FIELDS),
+    "backend": Field(_one_of(BACKENDS, "a known backend")),
+    "versions": Field(_object, fields=VERSIONS_FIELDS),
+    "date": Field(_date),
+    # a foreign subject's name and version (module doc): present exactly when case.subject is foreign
+    "subject": Field(_object, required=False, fields={"name": Field(_one_of(subjects.SUBJECTS, "a subject")),
+                                                       "version": Field(_nullable(_string))}),
+    # the mark of a subject's own defect (module doc)
+    "known": Field(_object, required=False, fields={"reason": Field(_non_empty)}),
 }
 
 
@@ -264,56 +437,100 @@ def _bad(path: Path, field: str, problem: str) -> RegressionFileError:
     return RegressionFileError(f"{path}: field {field!r} {problem}")
 
 
-def _check_fields(path: Path, obj: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], str]],
-                  prefix: str = "") -> None:
-    for name, (types, what) in fields.items():
+def _check_object(path: Path, obj: dict[str, Any], fields: dict[str, Field], prefix: str = "") -> None:
+    """Every field of ``obj`` against its table: required ones present, no other, each value checked."""
+    unknown = sorted(set(obj) - set(fields))
+    if unknown:
+        raise _bad(path, prefix + unknown[0], f"is not a field of schema version {SCHEMA_VERSION} here; "
+                   f"known: {sorted(fields)}")
+    for name, spec in fields.items():
         if name not in obj:
-            raise _bad(path, prefix + name, "is missing")
-        value = obj[name]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise _bad(path, prefix + name, f"must be {what}, got {json.dumps(value)[:80]}")
+            if spec.required:
+                raise _bad(path, prefix + name, "is missing")
+            continue
+        try:
+            spec.check(obj[name])
+        except (TypeError, ValueError) as e:
+            raise _bad(path, prefix + name, str(e)) from e
+        if spec.fields is not None:
+            _check_object(path, obj[name], spec.fields, f"{prefix}{name}.")
+
+
+def _contract(case: Case) -> None:
+    """The ops' own validation (validation.validate) on tensors of the case's shapes and dtypes (zero-stride
+    expansions of one element: nothing allocated), and the launch planner's rules on its knobs."""
+    def arg(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.zeros((), dtype=case.dtype_of(name)).expand(shape)
+
+    B, T, H, HV, K, V = case.B, case.T, case.H, case.HV, case.K, case.V
+    cu = None if case.cu_seqlens is None else torch.tensor(case.cu_seqlens, dtype=case.dtype_of("cu_seqlens"))
+    validate(arg("k", (B, T, H, K)), arg("v", (B, T, HV, V)), arg("beta", (B, T, HV)), arg("A", (B, T, HV, case.BT)),
+             arg("g", (B, T, HV)) if case.use_g else None, cu, None, arg("dw", (B, T, HV, K)), arg("du", (B, T, HV, V)))
+    backend = BACKENDS[case.backend or "cpu"]
+    config = case.config(**{"num_cores": 1, **case.knobs})  # the planner's view needs a core count
+    backend.spec(torch.device("cpu"), config)
+
+
+def _check_case(path: Path, data: dict[str, Any]) -> Case:
+    """The stored case as Case reads it, refused where Case would store it otherwise (a field Case
+    normalizes, e.g. T against cu_seqlens, or a later field written at its default), where it breaks
+    Case's own rules or the ops' contract, or where its subject disagrees with the file's."""
+    stored = data["case"]
+    try:
+        case = Case.from_dict(stored)
+    except (TypeError, ValueError) as e:
+        raise _bad(path, "case", f"is not a valid case: {e}") from e
+    normal = case.to_dict()
+    for name in sorted(set(stored) | set(normal)):
+        if stored.get(name, LATER_FIELDS.get(name)) != normal.get(name, LATER_FIELDS.get(name)):
+            raise _bad(path, f"case.{name}", f"is {_show(stored.get(name))}, but the case makes it "
+                       f"{_show(normal.get(name))}: a writer never stores it so")
+        if name in stored and name not in normal:
+            raise _bad(path, f"case.{name}", f"is at its default {_show(stored[name])}, which a writer leaves out")
+    try:
+        _contract(case)
+    except (TypeError, ValueError) as e:
+        raise _bad(path, "case", f"is outside the ops' contract: {e}") from e
+    foreign = subjects.get(case.subject).foreign
+    named = data.get("subject", {}).get("name")
+    if foreign != ("subject" in data) or (foreign and named != case.subject):
+        raise _bad(path, "subject", f"is {_show(data.get('subject'))}, but the case's subject is {case.subject!r} "
+                   "(a foreign subject's file names it, wy_ascend's does not)")
+    return case
 
 
 def load(path: Path | str) -> StoredCase:
-    """Read a regression file back; anything malformed raises RegressionFileError naming
-    the file and the field."""
+    """Read a regression file back, validated as input: every field of schema version 1 by its table
+    (types, ranges, no unknown field), the case by Case's and the ops' own rules, and the name by the
+    hash of the content. Anything else raises RegressionFileError naming the file and the field."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RegressionFileError(f"{path}: cannot read the file: {e}") from e
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=lambda name: _reject_constant(path, name))
     except json.JSONDecodeError as e:
         raise RegressionFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
     if not isinstance(data, dict):
         raise RegressionFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
-    if "schema_version" not in data:
+    if "schema_version" not in data:  # first: a file of another version is refused as such, whatever else it holds
         raise _bad(path, "schema_version", "is missing")
-    version = data["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise _bad(path, "schema_version", f"is {json.dumps(version)[:80]}, which this wy_ascend cannot read; "
-                   f"supported versions: {list(SUPPORTED_SCHEMA_VERSIONS)}")
-    _check_fields(path, data, _FIELDS)
-    if data["property"] not in PROPERTIES:
-        raise _bad(path, "property", f"is {data['property']!r}, not a known property; known: {sorted(PROPERTIES)}")
-    if data["backend"] not in BACKENDS:
-        raise _bad(path, "backend", f"is {data['backend']!r}, not a known backend; known: {sorted(BACKENDS)}")
-    _check_fields(path, data["failure"], _FAILURE_FIELDS, "failure.")
-    case_dict = data["case"]
-    for name, (types, what) in _CASE_FIELD_TYPES.items():
-        if name in case_dict and not isinstance(case_dict[name], types):
-            raise _bad(path, f"case.{name}", f"must be {what}, got {json.dumps(case_dict[name])[:80]}")
-    try:
-        case = Case.from_dict(case_dict)
-    except (TypeError, ValueError, IndexError, KeyError) as e:
-        raise _bad(path, "case", f"is not a valid case: {e}") from e
-    expected = file_name(data["property"], case_dict, data["failure"]["type"])
-    known = data.get("known")
-    if known is not None and not (isinstance(known, dict) and isinstance(known.get("reason"), str) and known["reason"]):
-        raise _bad(path, "known", f"must be an object with a non-empty string 'reason', got {json.dumps(known)[:80]}")
-    return StoredCase(path, version, data["property"], case, data["failure"], data["backend"], data["versions"],
-                      data["date"], expected, known)
+    _check_object(path, {"schema_version": data["schema_version"]}, {"schema_version": FILE_FIELDS["schema_version"]})
+    _check_object(path, data, FILE_FIELDS)
+    case = _check_case(path, data)
+    expected = file_name(data["property"], data["case"], data["failure"]["type"])
+    if path.name != expected:
+        field = "property" if expected.split("-")[0] != path.name.split("-")[0] else "case"
+        raise _bad(path, field, f"does not match the file's name: the property, case and failure type make "
+                   f"{expected} (a stored file is never edited: regressions/README.md)")
+    return StoredCase(path, data["schema_version"], data["property"], case, data["failure"], data["backend"],
+                      data["versions"], data["date"], data.get("known"))
+
+
+def _reject_constant(path: Path, name: str) -> None:
+    raise RegressionFileError(f"{path}: invalid JSON: {name} is not a JSON number (non-finite numbers are "
+                              "stored as the strings \"inf\", \"-inf\", \"nan\")")
 
 
 def iter_store(directory: Path | str | None = None) -> list[Path]:
@@ -322,6 +539,18 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
+
+
+def unavailable(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:
+    """Why the stored case cannot run on ``backend`` by what it is, whatever this machine has (a
+    perf file times a device, which an interpreting backend has none of; a subject runs on its
+    own backends only), or None where it can. A replay reports it UNAVAILABLE, not a failure."""
+    if stored.property == "perf" and BACKENDS[backend].interpret:
+        return f"a perf case times a device; backend {backend!r} has none (the device nightly replays it)"
+    runs_on = subjects.get(subject or stored.case.subject).backends
+    if backend not in runs_on:
+        return f"subject {subject or stored.case.subject!r} runs on the backends {list(runs_on)}, not {backend!r}"
+    return None
 
 
 class KnownDefectFixed(Exception):
