@@ -1,0 +1,150 @@
+"""Subjects (wy_ascend.subjects): the registry, the fla-ascend adapter on the cpu's interpreter against
+the float64 oracle, its scoped shims, a case's subject in the store (names unchanged for wy_ascend,
+subject and version recorded for a foreign one) and the known mark's semantics in replay.
+
+fla-ascend cases here are a chunk or two of one or two heads: ~0.1 s each on the interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from wy_ascend import subjects
+from wy_ascend.cli import main
+from wy_ascend.testing import store
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure, run_property
+from wy_ascend.testing.store import KnownDefectFixed, case_hash, load, record_failure, replay
+
+pytest.importorskip("fla", reason="the foreign subjects need fla-core (pip install '.[upstream]')")
+
+FLA = "fla-ascend"
+
+
+@pytest.fixture(autouse=True)
+def _cpu_only(backend: str) -> None:
+    if backend != "cpu":
+        pytest.skip("fla-ascend runs here on the cpu backend's interpreter")
+
+
+def test_registry_names_the_subjects_and_refuses_others() -> None:
+    assert {"wy_ascend", "fla-ascend", "fla"} <= set(subjects.SUBJECTS)
+    assert subjects.get(None) is subjects.get("wy_ascend") and not subjects.get(None).foreign
+    assert subjects.get(FLA).foreign and subjects.get(FLA).version == "0.6.0"
+    with pytest.raises(ValueError, match="subject must be one of"):
+        subjects.get("flash")
+    with pytest.raises(ValueError, match="runs on the backends"):
+        subjects.get("fla").check("cpu")
+    with pytest.raises(ValueError, match="subject must be one of"):
+        Case(subject="flash")
+
+
+@pytest.mark.parametrize("case", [Case(T=20, H=1, HV=2, K=24, V=16, use_g=True, subject=FLA),
+                                  Case(cu_seqlens=(0, 3, 21), H=2, HV=2, K=16, V=40, BT=16, subject=FLA)],
+                         ids=["grouped_gated_partial_chunk", "varlen"])
+def test_fla_ascend_matches_the_oracle_through_the_adapter(case: Case) -> None:
+    """The adapter hands fla-ascend this project's layouts unchanged: every output within the float32
+    bound of the oracle (a transposed or misplaced argument is off by O(1))."""
+    metrics = run_property("oracle", case)
+    assert all(metrics[name]["rel_rms"] <= 1e-5 for name in ("w", "u", "dk", "dv", "dbeta"))
+
+
+def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
+    """The subject's ops are fla-core's functions: its forward's output equals a direct call's, bit for bit."""
+    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
+
+    x = Case(T=16, HV=2, use_g=True, subject=FLA).build_inputs()
+    forward, _ = subjects.get(FLA).ops("cpu")
+    w, u = forward(x.k, x.v, x.beta, x.A, x.g)
+    with subjects.cpu_shims():
+        w2, u2 = wy_fast.recompute_w_u_fwd_npu(x.k, x.v, x.beta, x.A, g=x.g)
+    assert torch.equal(w, w2) and torch.equal(u, u2)
+
+
+def test_cpu_shims_are_scoped() -> None:
+    from triton.runtime import driver
+
+    before, had_npu, ub = driver.active, hasattr(torch, "npu"), os.environ.get("ASCEND_UB_CAPACITY_BITS")
+    with subjects.cpu_shims(num_cores=3):
+        assert driver.active.utils.get_device_properties(0)["num_aicore"] == 3
+        assert torch.npu.current_device() == 0  # type: ignore[attr-defined]
+        assert os.environ["ASCEND_UB_CAPACITY_BITS"] == str(subjects.UB_CAPACITY_BITS)
+    assert driver.active is before and hasattr(torch, "npu") == had_npu
+    assert os.environ.get("ASCEND_UB_CAPACITY_BITS") == ub
+
+
+def test_grid_limit_knob_splits_fla_ascends_launches_and_is_restored() -> None:
+    """max_blocks lowers fla-ascend's own grid limit for the call (its backward's host-side split): the
+    outputs stay those of one launch, and the module's limit is back after the call."""
+    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
+
+    case = Case(T=40, HV=2, use_g=True, subject=FLA, knobs={"max_blocks": 1})
+    run_property("launch_invariance", case)
+    assert wy_fast.ASCEND_MAX_GRID_DIM == 65535
+
+
+def test_a_default_subject_keeps_stored_names_and_a_foreign_one_is_recorded(tmp_path: Path) -> None:
+    case = Case(T=20, HV=2)
+    assert "subject" not in case.to_dict()
+    assert case_hash("oracle", case) == case_hash("oracle", {k: v for k, v in case.to_dict().items()})
+    foreign = case.replace(subject=FLA)
+    assert case_hash("oracle", foreign) != case_hash("oracle", case)
+    path = record_failure("oracle", foreign, PropertyFailure("recorded", {}), tmp_path)
+    data = json.loads(path.read_text())
+    assert data["subject"] == {"name": FLA, "version": "0.6.0"} and data["versions"]["fla-core"] == "0.6.0"
+    assert load(path).case == foreign
+    plain = json.loads(record_failure("oracle", case, PropertyFailure("recorded", {}), tmp_path).read_text())
+    assert "subject" not in plain and "fla-core" not in plain["versions"]
+
+
+def _known(tmp_path: Path, case: Case, failure: BaseException, reason: str = "upstream's") -> Path:
+    path = record_failure("oracle", case, failure, tmp_path)
+    data = json.loads(path.read_text())
+    data["known"] = {"reason": reason}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_known_mark_passes_while_the_defect_reproduces_and_fails_loudly_when_it_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    case = Case(T=20, subject=FLA)
+    path = _known(tmp_path, case, PropertyFailure("recorded", {}))
+    stored = load(path)
+    assert stored.known == {"reason": "upstream's"} and stored.path == path  # loaded: the mark is not hashed
+
+    def failing(prop: str, c: Case) -> dict:
+        raise PropertyFailure("still wrong", {})
+    monkeypatch.setattr(store, "run_property", failing)
+    assert replay(stored)["known"]["still_fails"].startswith("PropertyFailure: still wrong")
+    assert main(["replay", str(path), "--in-process"]) == 0
+    assert "KNOWN: still fails as recorded" in capsys.readouterr().out
+
+    def crashing(prop: str, c: Case) -> dict:
+        raise RuntimeError("another failure")
+    monkeypatch.setattr(store, "run_property", crashing)
+    with pytest.raises(RuntimeError, match="another failure"):  # not the recorded failure: not covered by the mark
+        replay(stored)
+
+    monkeypatch.setattr(store, "run_property", lambda prop, c: {"w": {"rel_rms": 0.0}})
+    with pytest.raises(KnownDefectFixed, match="no longer fails.*remove the file's 'known' mark"):
+        replay(stored)
+    assert main(["replay", str(path), "--in-process"]) == 1
+    assert "FIXED:" in capsys.readouterr().out
+    # Replayed on another subject, the mark (the file's subject's defect) does not apply.
+    assert replay(stored, subject="wy_ascend") == {"w": {"rel_rms": 0.0}}
+
+
+def test_a_malformed_known_mark_is_refused(tmp_path: Path) -> None:
+    path = _known(tmp_path, Case(T=20, subject=FLA), PropertyFailure("recorded", {}), reason="")
+    with pytest.raises(Exception, match="field 'known"):
+        load(path)
+
+
+def test_properties_of_wy_ascends_machinery_do_not_apply_to_a_foreign_subject() -> None:
+    with pytest.raises(ValueError, match="does not apply to subject 'fla-ascend'"):
+        run_property("plan_coverage", Case(T=20, subject=FLA))
