@@ -32,7 +32,7 @@ def _strict_json(text: str) -> object:
     return json.loads(text, parse_constant=reject)
 
 
-def test_record_writes_readable_file(tmp_path: Path) -> None:
+def test_record_writes_readable_file(tmp_path: Path, backend: str) -> None:
     path = record_failure("oracle", CASE, FAILURE, tmp_path)
     assert path.parent == tmp_path and path.name == file_name("oracle", CASE)
     assert path.name.startswith("oracle-") and len(path.stem) == len("oracle-") + store.HASH_CHARS
@@ -40,7 +40,7 @@ def test_record_writes_readable_file(tmp_path: Path) -> None:
     data = _strict_json(text)
     assert isinstance(data, dict)
     assert list(data) == sorted(data) and "\n  " in text  # sorted keys, indented
-    assert data["schema_version"] == 1 and data["property"] == "oracle" and data["backend"] == "cpu"
+    assert data["schema_version"] == 1 and data["property"] == "oracle" and data["backend"] == backend  # the run's
     assert data["case"] == CASE.to_dict()
     assert data["failure"]["type"] == "PropertyFailure" and data["failure"]["message"] == str(FAILURE)
     assert data["failure"]["metrics"] == {"w": {"rel_rms": "inf", "tol": 1e-5}, "u": {"rel_rms": "nan"},
@@ -253,7 +253,7 @@ MALFORMED = {
     "case_cu_seqlens_floats": (_edit(case__cu_seqlens=[0, 1.5]), "'case.cu_seqlens' must be a list of ints"),
     "case_cu_seqlens_decreasing": (_edit(case__cu_seqlens=[0, 5, 3], case__T=3),
                                    "'case' is outside the ops' contract: cu_seqlens must be non-decreasing"),
-    "case_T_against_cu_seqlens": (_edit(case__T=21), "'case.T' is 21, but the case makes it 20"),
+    "case_T_against_cu_seqlens": (_edit(case__T=21), "'case.T' is 21, but the case's other fields make it 20"),
     "case_later_field_at_default": (_edit(case__corrupt_at=0), "'case.corrupt_at' is at its default 0"),
     "case_heads": (_edit(case__H=3), "'case' is outside the ops' contract: the value heads HV=2"),
     "case_backend_unknown": (_edit(case__backend="tpu"), "'case.backend' is \"tpu\", not a backend"),
@@ -261,7 +261,8 @@ MALFORMED = {
     "known_wrong_type": (_edit(known="yes"), "'known' must be an object"),
     "subject_without_foreign_case": (_edit(subject={"name": "fla-ascend", "version": None}),
                                      "'subject' is {\"name\": \"fla-ascend\""),
-    "name_does_not_match": (_edit(case__seed=5), "'case' does not match the file's name"),
+    "backend_against_case": (_edit(case__backend="cpu", backend="cuda"), "'backend' is 'cuda', but field 'case.backend'"),
+    "name_does_not_match": (_edit(case__seed=5), "fields 'property' and 'case' do not match the file's name"),
 }
 
 
@@ -288,11 +289,14 @@ def test_a_renamed_file_is_refused(tmp_path: Path) -> None:
     edited) is refused, naming what its content makes."""
     path = record_failure("oracle", CASE, FAILURE, tmp_path)
     renamed = path.rename(tmp_path / "oracle-000000000000.json")
-    with pytest.raises(RegressionFileError, match=f"field 'case' does not match the file's name: .* make {path.name}"):
+    with pytest.raises(RegressionFileError, match=f"fields 'property' and 'case' do not match the file's name: .* make {path.name}"):
         load(renamed)
     crash = renamed.rename(tmp_path / path.name.replace("oracle-", "crash-"))
-    with pytest.raises(RegressionFileError, match="field 'property' does not match"):
+    with pytest.raises(RegressionFileError, match="field 'failure.type' does not match"):  # it did not crash
         load(crash)
+    other = crash.rename(tmp_path / path.name.replace("oracle-", "linearity-"))
+    with pytest.raises(RegressionFileError, match="field 'property' does not match"):
+        load(other)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
@@ -317,17 +321,17 @@ def _stored(tmp_path: Path, prop: str, case: Case) -> Path:
     return record_failure(prop, case, PropertyFailure("recorded failure", {"w": {"rel_rms": 1.0}}), tmp_path)
 
 
-def test_cli_replay_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_replay_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
     path = _stored(tmp_path, "plan_coverage", Case(T=48, HV=2, knobs={"max_tasks": 1}))
-    assert main(["replay", str(path), "--backend", "cpu"]) == 0
+    assert main(["replay", str(path), "--backend", backend]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "plan_coverage" in out and "max_tasks" in out and "launches" in out
 
 
-def test_cli_replay_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_replay_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
     # memory_layout on a case with nothing laid out is a genuine PropertyFailure.
     path = _stored(tmp_path, "memory_layout", Case(T=16))
-    assert main(["replay", str(path), "--backend", "cpu"]) == 1
+    assert main(["replay", str(path), "--backend", backend]) == 1
     out = capsys.readouterr().out
     assert "FAIL: memory_layout needs a case with memory layouts or chunk_indices" in out
 

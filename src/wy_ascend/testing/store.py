@@ -483,7 +483,7 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
     normal = case.to_dict()
     for name in sorted(set(stored) | set(normal)):
         if stored.get(name, LATER_FIELDS.get(name)) != normal.get(name, LATER_FIELDS.get(name)):
-            raise _bad(path, f"case.{name}", f"is {_show(stored.get(name))}, but the case makes it "
+            raise _bad(path, f"case.{name}", f"is {_show(stored.get(name))}, but the case's other fields make it "
                        f"{_show(normal.get(name))}: a writer never stores it so")
         if name in stored and name not in normal:
             raise _bad(path, f"case.{name}", f"is at its default {_show(stored[name])}, which a writer leaves out")
@@ -494,8 +494,11 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
     foreign = subjects.get(case.subject).foreign
     named = data.get("subject", {}).get("name")
     if foreign != ("subject" in data) or (foreign and named != case.subject):
-        raise _bad(path, "subject", f"is {_show(data.get('subject'))}, but the case's subject is {case.subject!r} "
+        raise _bad(path, "subject", f"is {_show(data.get('subject'))}, but field 'case.subject' is {case.subject!r} "
                    "(a foreign subject's file names it, wy_ascend's does not)")
+    if case.backend is not None and data["backend"] != case.backend:
+        raise _bad(path, "backend", f"is {data['backend']!r}, but field 'case.backend' is {case.backend!r} "
+                   "(the backend a case asks for is the one it was found on)")
     return case
 
 
@@ -521,9 +524,12 @@ def load(path: Path | str) -> StoredCase:
     case = _check_case(path, data)
     expected = file_name(data["property"], data["case"], data["failure"]["type"])
     if path.name != expected:
-        field = "property" if expected.split("-")[0] != path.name.split("-")[0] else "case"
-        raise _bad(path, field, f"does not match the file's name: the property, case and failure type make "
-                   f"{expected} (a stored file is never edited: regressions/README.md)")
+        prefix, named = expected.split("-")[0], path.name.split("-")[0]
+        lost = data["failure"]["type"] in LOST_KINDS or named in LOST_KINDS.values()
+        which = ("field 'failure.type' does" if lost else "field 'property' does") if prefix != named else \
+            "fields 'property' and 'case' do"
+        raise RegressionFileError(f"{path}: {which} not match the file's name: the property, case and failure type "
+                                  f"make {expected} (a stored file is never edited: regressions/README.md)")
     return StoredCase(path, data["schema_version"], data["property"], case, data["failure"], data["backend"],
                       data["versions"], data["date"], data.get("known"))
 

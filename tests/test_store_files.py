@@ -1,0 +1,133 @@
+"""Every stored file is validated as input: the real files of regressions/, each mutated by Hypothesis
+in one field (deleted, given a value of another type or out of its range, an unknown field added, the
+schema version set to anything but the int 1), are either refused with a message naming the file and
+the field, or, where the mutation leaves a valid file, read back as the same case and property."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wy_ascend.errors import RegressionFileError
+from wy_ascend.testing.store import iter_store, load
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = iter_store(ROOT / "regressions")
+ORIGINALS = {p.name: json.loads(p.read_text()) for p in FILES}
+FREE_FORM = ("failure", "metrics")  # the property's measurements: any JSON object, not a schema
+
+
+def field_paths(obj: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The path of every field of ``obj``, nested objects' fields included (not inside free-form metrics)."""
+    paths = []
+    for key, value in obj.items():
+        path = (*prefix, key)
+        paths.append(path)
+        if isinstance(value, dict) and path != FREE_FORM:
+            paths.extend(field_paths(value, path))
+    return paths
+
+
+def objects(obj: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The path of ``obj`` and of every object in it (where an unknown field can be added)."""
+    return [prefix] + [p for p in field_paths(obj, prefix) if isinstance(_at(obj, p[len(prefix):]), dict)
+                       and p != FREE_FORM]
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a value, telling bools, ints and other numbers apart (a schema does)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value) if value is None else "bool"
+    return "int" if isinstance(value, int) else "number" if isinstance(value, float) else type(value).__name__
+
+
+# The JSON types each field holds in the real files, and those the format documents beyond them
+# (regressions/README.md: a version is null where the package is missing, a time limit any number): a
+# field given a value of any other type must be refused, whatever else the mutation leaves valid.
+KINDS: dict[tuple[str, ...], set[str]] = {}
+for _data in ORIGINALS.values():
+    for _path in field_paths(_data):
+        KINDS.setdefault(_path, set()).add(json_kind(_at(_data, _path)))
+for _path in [p for p in KINDS if p[0] == "versions" and len(p) == 2] + [("subject", "version")]:
+    KINDS[_path].add("None")
+KINDS.get(("failure", "limit_s"), set()).add("int")
+
+
+JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63), st.floats(allow_nan=False,
+                         allow_infinity=False), st.text(max_size=8))
+JSON_VALUES = st.one_of(JSON_SCALARS, st.lists(JSON_SCALARS, max_size=3),
+                        st.dictionaries(st.text(max_size=4), JSON_SCALARS, max_size=2))
+# Numbers out of range and the near misses of a valid value: the edges a lax check lets through.
+NEAR = st.one_of(st.integers(-3, 3), st.integers(-2**40, 2**40), st.sampled_from([1.0, 0.5, -1.0, "1", "", True, False]))
+NOT_VERSION_1 = st.one_of(JSON_VALUES, NEAR).filter(lambda v: not (type(v) is int and v == 1))
+
+
+@st.composite
+def mutations(draw: st.DrawFn) -> tuple[str, dict[str, Any], tuple[str, ...], str]:
+    """(file name, its content mutated in one field, that field's path, what was done to it)."""
+    name = draw(st.sampled_from(sorted(ORIGINALS)))
+    data = copy.deepcopy(ORIGINALS[name])
+    kind = draw(st.sampled_from(["delete", "retype", "near", "unknown", "version"]))
+    if kind == "version":
+        data["schema_version"] = draw(NOT_VERSION_1)
+        return name, data, ("schema_version",), kind
+    if kind == "unknown":
+        parent = draw(st.sampled_from(objects(data)))
+        key = draw(st.text(min_size=1, max_size=6).filter(lambda k: k not in _at(data, parent)))
+        _at(data, parent)[key] = draw(JSON_VALUES)
+        return name, data, (*parent, key), kind
+    path = draw(st.sampled_from(field_paths(data)))
+    parent = _at(data, path[:-1])
+    if kind == "delete":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = draw(JSON_VALUES if kind == "retype" else NEAR)
+    return name, data, path, kind
+
+
+@pytest.mark.skipif(not FILES, reason="no files in regressions/ to mutate")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=mutations())
+def test_a_mutated_file_is_refused_naming_the_field_or_read_as_the_same_case(
+        tmp_path: Path, mutation: tuple[str, dict[str, Any], tuple[str, ...], str]) -> None:
+    name, data, path, kind = mutation
+    file = tmp_path / name  # under the original's name: the name is checked against the content too
+    file.write_text(json.dumps(data))
+    original = load(ROOT / "regressions" / name)
+    try:
+        stored = load(file)
+    except RegressionFileError as e:
+        message = str(e)
+        assert message.startswith(f"{file}: "), message
+        # the field itself, or the object holding it where the fault is between fields (a case's
+        # fields against each other or the ops' contract, the content against the file's name)
+        assert repr(".".join(path)) in message or repr(path[0])[:-1] in message, (path, kind, message)
+        return
+    assert kind != "version", f"schema_version {data['schema_version']!r} accepted"
+    if kind in ("retype", "near"):
+        value = _at(data, path)
+        assert json_kind(value) in KINDS[path], f"{'.'.join(path)} = {value!r} accepted (a {json_kind(value)})"
+    assert (stored.property, stored.case) == (original.property, original.case), (path, kind)
+    assert stored.backend == original.backend or original.case.backend is None, (path, kind)
+
+
+@pytest.mark.parametrize("version", [0, -1, 2, "1", True, 1.0, None, [1], {"v": 1}])
+def test_every_real_file_under_another_version_is_refused(tmp_path: Path, version: Any) -> None:
+    """The version table's edges on every real file, whatever Hypothesis draws above."""
+    for name, data in ORIGINALS.items():
+        file = tmp_path / name
+        file.write_text(json.dumps({**data, "schema_version": version}))
+        with pytest.raises(RegressionFileError, match=f"^{file}: field 'schema_version' is .*cannot read"):
+            load(file)
