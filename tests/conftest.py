@@ -30,15 +30,12 @@ def device(backend: str) -> torch.device:
     return torch.device(DEVICE_OF[backend])
 
 
-def _cpu_backend_refusal() -> str | None:
-    """Why this process cannot run the cpu backend (None: it can): the interpreter is chosen when
-    triton is first imported (TRITON_INTERPRET, set above only for a cpu run), and it must be
-    triton-ascend's (a GPU machine with upstream triton has none)."""
+def _interpreter_refusal() -> str | None:
+    """Why this environment has no cpu backend (None: it has): it needs triton-ascend's
+    interpreter (a GPU machine with upstream triton has none)."""
     from wy_ascend import interpreter
     from wy_ascend.errors import BackendUnavailableError
 
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return "this run compiles kernels (WY_ASCEND_BACKEND is not cpu): no interpreter in this process"
     try:
         interpreter.check_interpreter()
     except BackendUnavailableError as e:
@@ -46,15 +43,31 @@ def _cpu_backend_refusal() -> str | None:
     return None
 
 
+def _cpu_backend_refusal() -> str | None:
+    """Why this process cannot run the cpu backend (None: it can): the interpreter is chosen when
+    triton is first imported (TRITON_INTERPRET, set above only for a cpu run), and it must be
+    triton-ascend's."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return "this run compiles kernels (WY_ASCEND_BACKEND is not cpu): no interpreter in this process"
+    return _interpreter_refusal()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cpu_backend: runs the cpu backend (skipped where this process cannot)")
+    config.addinivalue_line("markers", "cpu_interpreter: runs the cpu backend in a process of its own (a fuzz run, "
+                            "a case runner's child, a replay; skipped where triton-ascend's interpreter is missing)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marked = [item for item in items if item.get_closest_marker("cpu_backend")]
-    reason = _cpu_backend_refusal() if marked else None
-    for item in marked if reason else ():
-        item.add_marker(pytest.mark.skip(reason=f"needs the cpu backend: {reason}"))
+    """Skips, with the reason, the tests of a backend that cannot run here: ``cpu_backend`` where this
+    process cannot run the cpu backend, ``cpu_interpreter`` where no process of this environment can
+    (its own processes set TRITON_INTERPRET, so the mode of this one does not matter)."""
+    for marker, refusal, need in (("cpu_backend", _cpu_backend_refusal, "the cpu backend"),
+                                  ("cpu_interpreter", _interpreter_refusal, "the cpu backend in a subprocess")):
+        marked = [item for item in items if item.get_closest_marker(marker)]
+        reason = refusal() if marked else None
+        for item in marked if reason else ():
+            item.add_marker(pytest.mark.skip(reason=f"needs {need}: {reason}"))
 
 
 @pytest.hookimpl(hookwrapper=True)

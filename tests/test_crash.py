@@ -42,6 +42,9 @@ HANG = ("planning.py", '    if mode == "grid":\n        x, y = program\n',
         '    if launch.bh_count >= 3:\n        import time\n        time.sleep(600)\n'
         '    if mode == "grid":\n        x, y = program\n')
 PLAN_CASE = Case(T=40, HV=2)  # plan_coverage: plans only, milliseconds
+# The runner's contract holds on every backend: a spawned child runs the backend under test; a
+# forked one (the fork server) only ever runs the cpu backend, as no device runtime may see a fork.
+FORK_SERVER = [False, pytest.param(True, marks=pytest.mark.cpu_interpreter)]
 
 
 def _plant(tmp_path_factory: pytest.TempPathFactory, bug: tuple[str, str, str]) -> Path:
@@ -92,6 +95,7 @@ def _shrunk(store: Path, kind: str, size: Callable[[dict], int]) -> Path:
 
 
 @pytest.mark.slow  # a fuzz run in a subprocess: ~30-60 s on 2 idle cores
+@pytest.mark.cpu_interpreter
 def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_path: Path) -> None:
     env = _env(aborting, tmp_path)
     run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "oracle or bad_input", "--profile", "ci", "-n", "2",
@@ -123,6 +127,7 @@ def test_planted_abort_is_a_crash_file_and_replays_as_crash(aborting: Path, tmp_
 
 
 @pytest.mark.slow  # a fuzz run in a subprocess: ~30-60 s on 2 idle cores
+@pytest.mark.cpu_interpreter
 def test_planted_hang_is_a_timeout_file_and_replays_as_timeout(hanging: Path, tmp_path: Path) -> None:
     env = _env(hanging, tmp_path, WY_ASCEND_CASE_TIMEOUT="1")
     run = _run(["-m", "pytest", "fuzz/test_fuzz.py", "-k", "plan_coverage", "--profile", "ci", "-p", "no:xdist",
@@ -146,16 +151,19 @@ def test_planted_hang_is_a_timeout_file_and_replays_as_timeout(hanging: Path, tm
 # ---------------------------------------------------------------------- the runner itself
 
 
-@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
-def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: Path, fork_server: bool) -> None:
+@pytest.mark.parametrize("fork_server", FORK_SERVER, ids=["spawned", "forked"])
+def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: Path, fork_server: bool,
+                                                      backend: str) -> None:
     log = tmp_path / "runner.log"
-    with CaseRunner(log, timeout_s=60, fork_server=fork_server, backend="cpu",
+    backend = "cpu" if fork_server else backend
+    case = PLAN_CASE.replace(backend=backend)
+    with CaseRunner(log, timeout_s=60, fork_server=fork_server, backend=backend,
                     path=[str(hanging), *sys.path]) as runner:
-        outcome = runner.run("plan_coverage", PLAN_CASE)
+        outcome = runner.run("plan_coverage", case)
         assert outcome.metrics["fwd"]["tasks"] == 6 and not outcome.compiled and outcome.cpu_seconds >= 0
         # A property failure comes back as itself, raised at the child's line, the child's traceback its cause.
         with pytest.raises(PropertyFailure, match="memory_layout needs a case with memory layouts") as info:
-            runner.run("memory_layout", PLAN_CASE)
+            runner.run("memory_layout", case)
         assert isinstance(info.value.__cause__, RemoteTraceback)
         assert info.traceback[-1].path.name == "properties.py"
         # The cause prints as the child's traceback, on lines of its own below the parent's.
@@ -165,22 +173,23 @@ def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: P
         # A signal is a crash; the next case gets a new child.
         os.kill(pid, signal.SIGSEGV)  # type: ignore[arg-type]
         with pytest.raises(CaseCrashed, match="killed by SIGSEGV") as crash:
-            runner.run("plan_coverage", PLAN_CASE)
+            runner.run("plan_coverage", case)
         assert crash.value.detail["signal"] == "SIGSEGV" and crash.value.detail["log"] == str(log)
-        assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 2
+        assert runner.run("plan_coverage", case).metrics == outcome.metrics and runner.starts == 2
         # Past the limit: killed at once, a timeout, its stacks in the log. The bound: 1 s of
         # limit, DUMP_GRACE_S for the stack dump, and slack for a loaded machine, well under the
         # 30 s the runner would wait for a child it had not killed to exit by itself.
         started = time.monotonic()
         with pytest.raises(CaseTimeout, match="time limit of 1 s") as late:
-            runner.run("plan_coverage", PLAN_CASE.replace(HV=3), timeout_s=1)
+            runner.run("plan_coverage", case.replace(HV=3), timeout_s=1)
         assert time.monotonic() - started < 15
         assert late.value.detail["limit_s"] == 1
-        assert runner.run("plan_coverage", PLAN_CASE).metrics == outcome.metrics and runner.starts == 3
+        assert runner.run("plan_coverage", case).metrics == outcome.metrics and runner.starts == 3
     text = log.read_text()
     assert "Fatal Python error: Segmentation fault" in text and "in program_tasks" in text
 
 
+@pytest.mark.cpu_interpreter
 def test_errors_keep_the_cpu_child_and_replace_a_device_backends_child(tmp_path: Path) -> None:
     # Any error but a property failure on a device backend may leave its context unusable (a
     # device fault): the runner drops that child. On the cpu backend the child stays.
@@ -276,21 +285,23 @@ def test_the_case_timeout_variable_takes_positive_seconds(monkeypatch, value: st
             case_timeout(7.0)
 
 
-@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
-def test_lost_children_leave_no_open_descriptors(tmp_path: Path, fork_server: bool) -> None:
+@pytest.mark.parametrize("fork_server", FORK_SERVER, ids=["spawned", "forked"])
+def test_lost_children_leave_no_open_descriptors(tmp_path: Path, fork_server: bool, backend: str) -> None:
     """Each child that crashes or runs late is reaped with its pipes closed: a long fuzz run
     loses many (crashes, timeouts, device errors) and must not run out of descriptors."""
     def open_fds() -> set[str]:
         return set(os.listdir("/proc/self/fd"))
 
-    with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=fork_server, backend="cpu") as runner:
-        runner.run("plan_coverage", PLAN_CASE)  # the template (forked) and the log are open from here on
+    backend = "cpu" if fork_server else backend
+    case = PLAN_CASE.replace(backend=backend)
+    with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=fork_server, backend=backend) as runner:
+        runner.run("plan_coverage", case)  # the template (forked) and the log are open from here on
         before = open_fds()
         for _ in range(3):
             os.kill(runner.child.pid, signal.SIGKILL)  # type: ignore[union-attr]
             with pytest.raises(CaseCrashed):
-                runner.run("plan_coverage", PLAN_CASE)
-            runner.run("plan_coverage", PLAN_CASE)
+                runner.run("plan_coverage", case)
+            runner.run("plan_coverage", case)
         runner._stop()
         after = open_fds()
         assert runner.starts == 4 and after <= before  # nothing the three lost children had is still open
@@ -315,6 +326,7 @@ def test_a_child_reads_no_stdin_and_prints_to_the_log() -> None:
     assert out == b"" and err.decode().strip() == "stdin at end of file printed"
 
 
+@pytest.mark.cpu_interpreter
 def test_the_fork_servers_start_timeout_ends_with_its_start(tmp_path: Path) -> None:
     """The fork server's socket waits START_TIMEOUT_S for the start only; afterwards a request (a case's
     wait, up to its own limit, which may be longer) waits as long as it takes."""

@@ -122,11 +122,17 @@ def reserved_for(case: Case, prop: str | None = None) -> Iterator[None]:
 
 
 def ledger_for(case: Case) -> Ledger | None:
-    """The ledger of the device ``case``'s backend runs on in this process (None: the cpu backend)."""
+    """The ledger of the device ``case``'s backend runs on in this process (None: the cpu backend).
+    A backend that cannot run here raises its BackendUnavailableError first (not torch_npu's
+    import error or torch's "not compiled with CUDA")."""
     backend = case.backend or "cpu"
     if backend == "cpu":
         return None
     import torch
+
+    from ..backends import BACKENDS, check_available
+
+    check_available(BACKENDS[backend])
 
     if backend == "npu":
         import torch_npu  # noqa: F401
