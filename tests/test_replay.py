@@ -2,7 +2,8 @@
 changed bound; ``wy-ascend --version``; ``wy-ascend list`` columns; regression files are 0644.
 
 Cases replayed here are plan_coverage ones (plans only) or in-process ones, so each test runs
-in about a second (the crash and timeout verdicts are in tests/test_crash.py).
+in about a second (the crash and timeout verdicts are in tests/test_crash.py), on the backend
+under test (WY_ASCEND_BACKEND: the ``backend`` fixture).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,13 @@ def _table(out: str) -> dict[str, list[str]]:
     return {Path(line.split()[0]).name: line.split()[1:] for line in lines[start + 1:] if line.strip()}
 
 
-def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               backend: str) -> None:
     passing = _file(tmp_path, "plan_coverage", PLAN)
     failing = _file(tmp_path, "memory_layout", Case(T=16))  # a genuine PropertyFailure: nothing laid out
     malformed = tmp_path / "oracle-bad.json"
     malformed.write_text("{")
-    assert main(["replay", str(passing), str(malformed), str(failing), "--backend", "cpu"]) == 1
+    assert main(["replay", str(passing), str(malformed), str(failing), "--backend", backend]) == 1
     out = capsys.readouterr().out
     rows = _table(out)
     assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
@@ -51,14 +53,15 @@ def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.Ca
     assert list(rows) == [passing.name, malformed.name, failing.name]  # every file ran, in the order given
 
 
-def test_exit_status_malformed_without_failures_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exit_status_malformed_without_failures_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     backend: str) -> None:
     passing = _file(tmp_path, "plan_coverage", PLAN)
     malformed = tmp_path / "oracle-bad.json"
     malformed.write_text("[]")
-    assert main(["replay", str(passing), str(malformed), "--backend", "cpu"]) == 2
+    assert main(["replay", str(passing), str(malformed), "--backend", backend]) == 2
     assert _table(capsys.readouterr().out)[passing.name][1] == "PASS"
     assert main(["replay", str(passing), str(_file(tmp_path, "plan_coverage", PLAN.replace(T=20))),
-                 "--backend", "cpu"]) == 0
+                 "--backend", backend]) == 0
     assert "summary: 2 files, 2 pass, 0 fail" in capsys.readouterr().out
     assert main(["replay", str(malformed)]) == 2  # one file: no table
     assert "summary" not in capsys.readouterr().out
@@ -119,7 +122,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"wy-ascend {version('wy_ascend')}"
+    try:
+        expected = version("wy_ascend")
+    except PackageNotFoundError:  # run from a checkout on PYTHONPATH, not installed
+        expected = "unknown (not installed)"
+    assert capsys.readouterr().out.strip() == f"wy-ascend {expected}"
 
 
 def _bf16_case_file(tmp_path: Path, metrics: dict) -> Path:
@@ -158,9 +165,9 @@ def test_a_perf_files_bound_change_is_named_past_the_measurement_drift(tmp_path:
     assert line.startswith("bwd: recorded bound 0.0044 ms, now 0.0080 ms: the bound is the launch floor plus")
 
 
-def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_prints_a_changed_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
     path = _bf16_case_file(tmp_path, {"w": {"rel_rms": 0.5, "tol": 1e-9}})  # a bound no run today has
-    assert main(["replay", str(path), "--backend", "cpu"]) == 0
+    assert main(["replay", str(path), "--backend", backend]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "bound changed since the file was recorded:" in out
     assert "  w: recorded tol 1.000e-09, now " in out
@@ -193,7 +200,7 @@ def test_nightly_summary_counts_crashes_and_timeouts(tmp_path: Path, capsys: pyt
 
 
 def test_replay_keeps_a_named_log_and_its_own_log_only_when_a_case_was_lost(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """``--log`` names a log the caller keeps: it stays after a clean replay. Without it the replay writes its
     own log in the temp directory and removes it when every file passed or failed, and keeps it where a case
     crashed, timed out or errored (its stack dumps say why)."""
@@ -201,12 +208,12 @@ def test_replay_keeps_a_named_log_and_its_own_log_only_when_a_case_was_lost(
 
     passing = _file(tmp_path, "plan_coverage", PLAN)
     named = tmp_path / "mine.log"
-    assert main(["replay", str(passing), "--backend", "cpu", "--log", str(named)]) == 0
+    assert main(["replay", str(passing), "--backend", backend, "--log", str(named)]) == 0
     assert named.exists()
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temp))
-    assert main(["replay", str(passing), "--backend", "cpu"]) == 0
+    assert main(["replay", str(passing), "--backend", backend]) == 0
     assert list(temp.iterdir()) == []  # its own log, written by the case child, is gone
     own = temp / f"wy-ascend-replay-{os.getpid()}.log"
     own.write_text("the child's stack dump\n")  # as the runner leaves it before a crash
@@ -218,3 +225,85 @@ def test_replay_keeps_a_named_log_and_its_own_log_only_when_a_case_was_lost(
     assert main(["replay", str(passing)]) == 1
     assert own.read_text() == "the child's stack dump\n"
     capsys.readouterr()
+
+
+def test_a_failure_already_stored_says_so_and_leaves_the_file(tmp_path: Path) -> None:
+    """A new failure whose minimal case has a file already: the file is untouched, and the note names it,
+    what it recorded then, what fails now and the replay command (a new file: its path and the command)."""
+    first = store.store_failure("oracle", PLAN, PropertyFailure("w differs: the first bug"), tmp_path)
+    assert first.new and first.note(PropertyFailure("x")) == (f"minimal case recorded in {first.path}\n"
+                                                               f"replay: wy-ascend replay {first.path}")
+    text = first.path.read_text()
+    again = store.store_failure("oracle", PLAN, PropertyFailure("dk differs: another bug"), tmp_path)
+    assert again.path == first.path and not again.new and first.path.read_text() == text
+    assert again.earlier is not None and again.earlier["message"] == "w differs: the first bug"
+    note = again.note(PropertyFailure("dk differs: another bug"))
+    assert note.splitlines() == [
+        f"minimal case ALREADY STORED in {first.path} (nothing new written; files are never overwritten)",
+        "  recorded then: PropertyFailure: w differs: the first bug",
+        "  fails now:     PropertyFailure: dk differs: another bug",
+        f"replay: wy-ascend replay {first.path}"]
+    first.path.write_text("{")  # a file there that cannot be read: still never overwritten
+    broken = store.store_failure("oracle", PLAN, PropertyFailure("m"), tmp_path)
+    assert not broken.new and broken.earlier is None and "recorded then: unreadable" in broken.note(PropertyFailure("m"))
+    assert first.path.read_text() == "{" and [p.name for p in tmp_path.iterdir()] == [first.path.name]
+
+
+def test_device_only_files_on_the_cpu_are_unavailable_not_failures(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The store's perf files (they time a device) replayed on the cpu: UNAVAILABLE, and the replay exits 0
+    when every file that can run passed; a malformed file still exits 2."""
+    perf = sorted((Path(__file__).resolve().parents[1] / "regressions").glob("perf-*.json"))
+    assert perf, "the store holds perf files"
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    assert main(["replay", *map(str, perf), str(passing), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert all(rows[p.name][:2] == ["perf", "UNAVAILABLE"] and "times a device" in " ".join(rows[p.name])
+               for p in perf)
+    assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
+    assert f"summary: {len(perf) + 1} files, 1 pass, 0 fail, {len(perf)} unavailable" in out
+    malformed = tmp_path / "oracle-bad.json"
+    malformed.write_text("[]")
+    assert main(["replay", str(perf[0]), str(malformed), "--backend", "cpu"]) == 2
+
+
+def test_replay_from_a_checkout_that_is_not_the_imported_package_warns_loudly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run from a checkout whose src/wy_ascend is not the wy_ascend imported (a non-editable install), replay
+    names both before and after the files; from the checkout it runs, nothing."""
+    import wy_ascend
+    from wy_ascend.cli import stale_install_warning
+
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    checkout = tmp_path / "clone"
+    (checkout / "src" / "wy_ascend").mkdir(parents=True)
+    (checkout / "src" / "wy_ascend" / "__init__.py").write_text("")
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'wy_ascend'\n")
+    (checkout / "tests").mkdir()
+    monkeypatch.chdir(checkout / "tests")  # anywhere inside the checkout
+    assert main(["replay", str(passing), "--backend", "cpu"]) == 0
+    err = capsys.readouterr().err
+    running = Path(wy_ascend.__file__).resolve().parent
+    warning = (f"WARNING: replay runs the wy_ascend installed at {running}, NOT this checkout's "
+               f"{checkout / 'src' / 'wy_ascend'}")
+    assert err.count(warning) == 1  # one file: no summary, the warning once
+    assert stale_install_warning(running.parents[1]) is None  # the checkout whose package runs
+    assert stale_install_warning(tmp_path) is None  # outside any checkout
+
+
+def test_a_failure_from_the_case_runner_hides_the_raise_frame_from_pytest() -> None:
+    """The runner re-raises a child's failure from a module-level frame at the child's line (Hypothesis tells
+    failures apart by it); pytest hides that frame, else it prints the whole module above the line as its
+    source (properties.py: ~560 lines a failure)."""
+    from _pytest._code import ExceptionInfo
+
+    from wy_ascend.testing import properties, runner
+
+    with pytest.raises(PropertyFailure) as info:
+        runner._raise_at(PropertyFailure("w differs"), (properties.__file__, 560))
+    assert info.traceback[-1].frame.code.raw.co_name == "<module>"  # raised where the child raised it
+    shown = info.traceback.filter(info)
+    assert all(entry.frame.code.raw.co_name != "<module>" for entry in shown)
+    info.traceback = shown
+    assert len(str(ExceptionInfo.getrepr(info, style="long")).splitlines()) < 40
