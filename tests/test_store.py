@@ -289,7 +289,8 @@ def test_a_renamed_file_is_refused(tmp_path: Path) -> None:
     edited) is refused, naming what its content makes."""
     path = record_failure("oracle", CASE, FAILURE, tmp_path)
     renamed = path.rename(tmp_path / "oracle-000000000000.json")
-    with pytest.raises(RegressionFileError, match=f"fields 'property' and 'case' do not match the file's name: .* make {path.name}"):
+    with pytest.raises(RegressionFileError,
+                       match=f"fields 'property' and 'case' do not match the file's name: .* make {path.name}"):
         load(renamed)
     crash = renamed.rename(tmp_path / path.name.replace("oracle-", "crash-"))
     with pytest.raises(RegressionFileError, match="field 'failure.type' does not match"):  # it did not crash
