@@ -696,39 +696,43 @@ INDEX_LIMIT = 2**31
 GATE_HEADS = (65, 33, 17, 9, 5, 3)
 ROW_HEADS = (1, 2, 4, 8, 16)
 INDEX_DIMS = (16, 64, 128)
+ROW_MIN_BT = 128  # or the widest plannable ("rows": fewer programs for the interpreter to visit)
 
 
 @st.composite
 def index_width_cases(draw: st.DrawFn, backend: str = "cpu", subject: str = subjects.DEFAULT) -> Case:
     """A problem past 2**31 elements for the index_width property, of one of two classes (the first, where
-    shrinking ends, the cheaper):
+    shrinking ends):
 
+    * "gates": value heads x tokens past 2**31, (HV - 1) x T reaching it (the forward audited), K = V = 16,
+      bfloat16 or float16 gates, no g: a subject that copies beta into another layout writes 2 bytes per
+      element (4.4 GiB, ~10 s: fla-ascend's), one that reads it as laid out nothing;
     * "rows": A (tokens x value heads x BT) past 2**31 elements, the gates below (both ops audited): a
-      fixed batch of one or two rows, or a varlen batch of a few sequences;
-    * "gates": value heads x tokens past 2**31 (the forward audited), K = V = 16, bfloat16 or float16
-      gates, no g: a subject that copies beta into another layout writes 2 bytes per element (4.4 GiB).
+      fixed batch of one or two rows, or a varlen batch of a few sequences; BT of at least ROW_MIN_BT (or
+      the widest), for the interpreter visits every program of a grid launch (2**31 / BT**2 chunks x heads
+      of them, each ~10 us where it runs none).
 
-    Tokens are the least that reach the class's 2**31 plus up to three chunks. BT is drawn widest first:
-    the audit visits every program of a grid launch (chunks x heads, 2**31 / BT**2 of them for "rows")."""
-    BT = draw(st.sampled_from(plannable_chunk_sizes(backend)[::-1]))
-    extra = draw(st.integers(0, 3 * BT))
-    if draw(st.sampled_from(("rows", "gates"))) == "rows":
-        HV = draw(st.sampled_from(ROW_HEADS))
-        tokens = cdiv(INDEX_LIMIT, HV * BT) + extra
-        K, V = draw(st.sampled_from(INDEX_DIMS)), draw(st.sampled_from(INDEX_DIMS))
-        dtype, use_g = draw(st.sampled_from(tuple(DTYPES))), draw(st.booleans())
-        layout: dict[str, Any] = {"T": tokens}
-        shape = draw(st.sampled_from(("one_row", "two_rows", "varlen")))
-        if shape == "two_rows":
-            layout = {"B": 2, "T": cdiv(tokens, 2)}
-        elif shape == "varlen":
-            cuts = sorted(draw(st.lists(st.integers(1, tokens - 1), min_size=1, max_size=3, unique=True)))
-            layout = {"T": tokens, "cu_seqlens": (0, *cuts, tokens)}
-        return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, subject=subject, **layout)
-    HV = draw(st.sampled_from(GATE_HEADS))
-    tokens = cdiv(INDEX_LIMIT, HV - 1) + extra
-    return Case(T=tokens, H=draw(st.sampled_from((HV, 1))), HV=HV, K=16, V=16, BT=BT,
-                dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend, subject=subject)
+    Tokens are the least that reach the class's 2**31 plus up to three chunks; BT is drawn widest first."""
+    chunk_sizes_ = plannable_chunk_sizes(backend)[::-1]
+    if draw(st.sampled_from(("gates", "rows"))) == "gates":
+        BT = draw(st.sampled_from(chunk_sizes_))
+        HV = draw(st.sampled_from(GATE_HEADS))
+        tokens = cdiv(INDEX_LIMIT, HV - 1) + draw(st.integers(0, 3 * BT))
+        return Case(T=tokens, H=draw(st.sampled_from((HV, 1))), HV=HV, K=16, V=16, BT=BT,
+                    dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend, subject=subject)
+    BT = draw(st.sampled_from([bt for bt in chunk_sizes_ if bt >= min(ROW_MIN_BT, chunk_sizes_[0])]))
+    HV = draw(st.sampled_from(ROW_HEADS))
+    tokens = cdiv(INDEX_LIMIT, HV * BT) + draw(st.integers(0, 3 * BT))
+    K, V = draw(st.sampled_from(INDEX_DIMS)), draw(st.sampled_from(INDEX_DIMS))
+    dtype, use_g = draw(st.sampled_from(tuple(DTYPES))), draw(st.booleans())
+    layout: dict[str, Any] = {"T": tokens}
+    shape = draw(st.sampled_from(("one_row", "two_rows", "varlen")))
+    if shape == "two_rows":
+        layout = {"B": 2, "T": cdiv(tokens, 2)}
+    elif shape == "varlen":
+        cuts = sorted(draw(st.lists(st.integers(1, tokens - 1), min_size=1, max_size=3, unique=True)))
+        layout = {"T": tokens, "cu_seqlens": (0, *cuts, tokens)}
+    return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, subject=subject, **layout)
 
 
 # ----------------------------------------------------------------------------- features

@@ -8,8 +8,8 @@ memory than a CPU has, and a run of hours in the interpreter. The audit needs ne
   whose pages exist only once touched; a kernel touches a few, the rest read as zeros. Outputs the
   subject allocates itself (``torch.empty``) stay untouched but for the audited programs' stores.
 * ``index_audit``: inside the block the interpreter runs, of every launch, only the programs whose
-  tasks have the largest addresses (the last ``keep`` along each grid axis longer than ``CORE_GRID``)
-  and, of a persistent
+  tasks have the largest addresses (the last ``keep`` along each grid axis; all of a core grid, one axis
+  of at most ``CORE_GRID``) and, of a persistent
   task loop (a ``tl.range`` whose start is the program id, not a plain int), its last ``keep``
   iterations. Skipping work changes no executed task's indices: a task's addresses come from its
   program id, its loop counter, the arguments and the index tensors it loads (chunk_indices,
@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python's mmap module exports it from 3.13
-CORE_GRID = 64  # a grid axis of at most this many programs (a core grid: its tasks spread over all) runs whole
+CORE_GRID = 64  # a one-axis grid of at most this many programs (a core grid: its tasks spread over all) runs whole
 MAX_AUDITED_LOOP = 4096  # iterations of one unrestricted tl.range loop: past it the audit would run for hours
 
 
@@ -345,7 +345,7 @@ def _install(audit: Audit) -> None:
 
     class Selected:
         """A launch's kernel function, run only for the audited programs (the last ``keep`` along each
-        grid axis longer than CORE_GRID), with persistent task loops cut to their last ``keep`` iterations. Keeps the
+        grid axis, or all of a core grid), with persistent task loops cut to their last ``keep`` iterations. Keeps the
         function's signature and globals, which the GridExecutor reads."""
 
         def __init__(self, fn: Any) -> None:
@@ -354,7 +354,8 @@ def _install(audit: Audit) -> None:
         def __call__(self, **kwargs: Any) -> Any:
             b = interpreter.interpreter_builder
             audit.programs_launched += 1
-            if any(i < d - audit.keep and d > CORE_GRID for i, d in zip(b.grid_idx, b.grid_dim)):
+            core_grid = sum(d > 1 for d in b.grid_dim) == 1 and max(b.grid_dim) <= CORE_GRID
+            if not core_grid and any(i < d - audit.keep for i, d in zip(b.grid_idx, b.grid_dim)):
                 return None
             audit.programs += 1
             previous = tl.range
