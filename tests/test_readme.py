@@ -117,3 +117,9 @@ def test_the_speed_figures_are_the_benchmark_pages() -> None:
     said = re.search(r"backward takes ([\d.]+)-([\d.]+)x .*?forward\s+([\d.]+)-([\d.]+)x", README, re.S)
     assert said, "the README's speed sentence"
     assert [float(x) for x in said.groups()] == [ratio["bwd"][0], ratio["bwd"][-1], ratio["fwd"][0], ratio["fwd"][-1]]
+
+
+def test_every_path_the_readme_names_exists() -> None:
+    named = set(re.findall(r"`((?:docs|regressions|mutation|src|fuzz|tests|benchmarks)/[\w./-]*)`", README))
+    assert "docs/design.md" in named and "regressions/README.md" in named
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []
