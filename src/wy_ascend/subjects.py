@@ -15,8 +15,8 @@ Built in:
   ``prepare_wy_repr_bwd_npu``): on ``npu`` natively, on ``cpu`` under triton-ascend's
   interpreter (with this project's Ascend emulation, interpreter.py).
 * ``fla``: fla-core's Triton kernels for GPUs, ``fla/ops/gated_delta_rule/wy_fast.py``, on ``cuda``.
-  Not on ``cpu``: under triton-ascend 3.2's interpreter their autotuned launches do not run
-  (``Subject.backends`` says where each runs).
+  Not on ``cpu``: called under triton-ascend 3.2's interpreter with the shims below, fla's device
+  dispatch fails before any kernel runs (tried; ``Subject.backends`` says where each runs).
 
 fla-core comes from the ``upstream`` extra (``pip install .[upstream]``) and is imported, never
 copied. The adapter (``_fla_calls``) passes the arguments through in fla's layouts (the same as
