@@ -13,7 +13,7 @@ import torch
 from drawing import draw_many
 
 from fuzz.strategies import UB_CHOICES, arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
-from wy_ascend import planning, validation
+from wy_ascend import ops, planning, validation
 from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.planning import plan as real_plan
@@ -31,6 +31,12 @@ from wy_ascend.testing.properties import (
 
 # Every argument passed: a gate, two sequences (2 chunks of BT=16), precomputed chunk_indices.
 FULL = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, use_g=True, chunk_indices=True)
+
+
+@pytest.fixture
+def full(backend: str) -> Case:
+    """FULL on the backend under test: layouts and caller arguments reach every backend's launch alike."""
+    return FULL.replace(backend=backend)
 
 
 # ----------------------------------------------------------------------------- memory layout
@@ -57,8 +63,8 @@ def test_layouts_keep_the_values_and_change_the_memory() -> None:
         Case(chunk_indices=True)
 
 
-def test_every_argument_in_a_moved_layout_gives_the_contiguous_bits() -> None:
-    check_memory_layout(FULL.replace(memory={name: spread(name) for name in MEMORY_ARGS}))
+def test_every_argument_in_a_moved_layout_gives_the_contiguous_bits(full: Case) -> None:
+    check_memory_layout(full.replace(memory={name: spread(name) for name in MEMORY_ARGS}))
 
 
 def _reads_storage_as_contiguous(op: Any, name: str) -> Any:
@@ -75,13 +81,13 @@ def _reads_storage_as_contiguous(op: Any, name: str) -> Any:
 
 
 @pytest.mark.parametrize("name", list(MEMORY_ARGS))
-def test_memory_layout_fails_when_an_argument_is_read_ignoring_its_strides(name: str, monkeypatch) -> None:
+def test_memory_layout_fails_when_an_argument_is_read_ignoring_its_strides(name: str, monkeypatch, full: Case) -> None:
     for op in ("recompute_w_u_fwd", "prepare_wy_repr_bwd"):
         if name not in ("dw", "du") or op == "prepare_wy_repr_bwd":
-            monkeypatch.setattr(properties, op, _reads_storage_as_contiguous(getattr(properties, op), name))
+            monkeypatch.setattr(ops, op, _reads_storage_as_contiguous(getattr(ops, op), name))
     # Wrong numbers (PropertyFailure), or indices that validation rejects (ValueError).
     with pytest.raises((PropertyFailure, ValueError)):
-        check_memory_layout(FULL.replace(memory={name: spread(name)}))
+        check_memory_layout(full.replace(memory={name: spread(name)}))
 
 
 def test_memory_layouts_are_drawn_for_every_argument() -> None:
@@ -99,17 +105,17 @@ def test_memory_layouts_are_drawn_for_every_argument() -> None:
 # ----------------------------------------------------------------------------- optional arguments
 
 
-def test_caller_chunk_indices_in_any_layout_are_checked_for_their_results() -> None:
+def test_caller_chunk_indices_in_any_layout_are_checked_for_their_results(full: Case) -> None:
     for layout in ("transposed:0", "strided:0", "sliced:1", "offset"):
-        case = FULL.replace(memory={"chunk_indices": layout})
+        case = full.replace(memory={"chunk_indices": layout})
         check_oracle(case)
         check_varlen_split(case)
 
 
-def test_the_oracle_fails_when_caller_chunk_indices_reach_the_kernel_in_their_layout(monkeypatch) -> None:
+def test_the_oracle_fails_when_caller_chunk_indices_reach_the_kernel_in_their_layout(monkeypatch, full: Case) -> None:
     monkeypatch.setattr(validation, "_check_chunk_indices", lambda ci, expected, BT, device: ci.to(torch.int64))
     with pytest.raises(PropertyFailure, match="float64 oracle"):
-        check_oracle(FULL.replace(memory={"chunk_indices": "transposed:0"}))
+        check_oracle(full.replace(memory={"chunk_indices": "transposed:0"}))
 
 
 def test_chunk_indices_are_drawn_for_varlen_cases() -> None:
@@ -210,7 +216,7 @@ def test_cuda_plans_split_the_batch_head_axis_at_65535(monkeypatch) -> None:
 # ----------------------------------------------------------------------------- corruption positions
 
 
-def test_the_decreasing_pair_lands_anywhere_in_cu_seqlens() -> None:
+def test_the_decreasing_pair_lands_anywhere_in_cu_seqlens(backend: str) -> None:
     x = Case(cu_seqlens=(0, 3, 3, 9, 20)).build_inputs()
     for at in range(4):
         cu = CORRUPTIONS["cu_decreasing"](x, at)[0]["cu_seqlens"].tolist()
@@ -220,7 +226,7 @@ def test_the_decreasing_pair_lands_anywhere_in_cu_seqlens() -> None:
     assert starts == {1, -1, 2, -2, 3, -3}
     for name in ("cu_decreasing", "cu_not_starting_at_0", "chunk_indices_wrong"):
         for at in range(6):
-            check_bad_input(Case(cu_seqlens=(0, 3, 3, 9, 20), corruption=name, corrupt_at=at))
+            check_bad_input(Case(cu_seqlens=(0, 3, 3, 9, 20), corruption=name, corrupt_at=at, backend=backend))
 
 
 def test_bad_input_cases_draw_the_position() -> None:
@@ -230,6 +236,7 @@ def test_bad_input_cases_draw_the_position() -> None:
     assert len(pairs) >= 3, pairs  # which pair of cu_seqlens varies (one-sequence batches have only pair 0)
 
 
+@pytest.mark.cpu_backend  # bit for bit there; a compiled backend's two programs may differ by a compile's rounding
 def test_varlen_split_holds_a_fixed_batch_to_its_rows_packed(monkeypatch) -> None:
     """varlen_split draws fixed batches too: B rows of T tokens must give the bits of the same tokens
     packed as B sequences. The fixed and the packed index math share nothing but the chunk body, so a

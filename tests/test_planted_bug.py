@@ -42,10 +42,10 @@ def plant(monkeypatch: pytest.MonkeyPatch, launch_check: bool = False) -> None:
         monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
 
 
-def test_the_launch_check_names_the_dropped_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_launch_check_names_the_dropped_launch(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     plant(monkeypatch, launch_check=True)
     with pytest.raises(PropertyFailure, match=r"fwd: the launches run 1 of the 2 x 1 \(chunk, head\) tasks never"):
-        run_property("oracle", Case(T=17, knobs={"max_tasks": 1}, backend="cpu"))
+        run_property("oracle", Case(T=17, knobs={"max_tasks": 1}, backend=backend))
 
 
 @st.composite
@@ -79,6 +79,7 @@ def search(store: Path) -> None:
     oracle_holds()
 
 
+@pytest.mark.cpu_backend  # the search's cases on the interpreter; a compiled backend would compile each shape
 def test_planted_bug_is_found_shrunk_stored_and_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "regressions"

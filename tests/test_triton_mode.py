@@ -43,6 +43,7 @@ def test_a_device_first_process_keeps_compiled_kernels(first_import: bool) -> No
     assert lines[1].startswith("refused: backend cpu needs TRITON_INTERPRET=1 set before triton is first imported")
 
 
+@pytest.mark.cpu_interpreter
 def test_a_cpu_first_process_runs_the_interpreter() -> None:
     lines = _run("cpu", "device")
     assert lines[0] == "InterpretedFunction 1"

@@ -19,7 +19,13 @@ from wy_ascend.testing.case import MEMORY_ARGS, Case
 from wy_ascend.testing.properties import PropertyFailure, check_oracle, run_property
 
 # A partial chunk (A's dead columns hold NaN), grouped heads, a gate, two sequences.
-CASE = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, K=16, V=24, BT=16, use_g=True, backend="cpu")
+CASE = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, K=16, V=24, BT=16, use_g=True)
+
+
+@pytest.fixture
+def case(backend: str) -> Case:
+    """CASE on the backend under test: every backend's launch goes through ``ops._aligned``."""
+    return CASE.replace(backend=backend)
 
 
 def _zero_nans_in_place(x: torch.Tensor | None) -> torch.Tensor | None:
@@ -28,44 +34,44 @@ def _zero_nans_in_place(x: torch.Tensor | None) -> torch.Tensor | None:
     return x.nan_to_num_(0.0) if x is not None and x.is_floating_point() else x
 
 
-def test_a_clean_call_passes() -> None:
-    assert set(check_oracle(CASE)) == {"w", "u", "dk", "dv", "dbeta", "dg"}
+def test_a_clean_call_passes(case: Case) -> None:
+    assert set(check_oracle(case)) == {"w", "u", "dk", "dv", "dbeta", "dg"}
 
 
-def test_in_place_edit_of_a_fails_naming_op_and_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_place_edit_of_a_fails_naming_op_and_argument(monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
     monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
     with pytest.raises(PropertyFailure, match=r"recompute_w_u_fwd wrote to its arguments: A \(\d+ of \d+ bytes"):
-        check_oracle(CASE)
+        check_oracle(case)
 
 
-def test_the_oracle_alone_misses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_oracle_alone_misses_it(monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
     """Why the check exists: without it the planted edit passes the oracle property."""
     monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
     monkeypatch.setattr(properties, "_untouched", lambda op, before: None)
-    check_oracle(CASE)
+    check_oracle(case)
 
 
-def test_a_copied_argument_is_not_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copied_argument_is_not_the_callers(monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
     """A strided A reaches the launch as a copy (``.contiguous()``): editing the copy is no
     edit of the caller's tensor, and the check says nothing."""
     monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
-    check_oracle(CASE.replace(memory={"A": "strided:1"}))
+    check_oracle(case.replace(memory={"A": "strided:1"}))
 
 
 @pytest.mark.parametrize(("op", "name"), [
     (op, name) for op in ("recompute_w_u_fwd", "prepare_wy_repr_bwd") for name in sorted(MEMORY_ARGS)
     if op == "prepare_wy_repr_bwd" or name not in ("dw", "du")])
-def test_a_write_into_padding_fails(monkeypatch: pytest.MonkeyPatch, op: str, name: str) -> None:
+def test_a_write_into_padding_fails(monkeypatch: pytest.MonkeyPatch, case: Case, op: str, name: str) -> None:
     """One byte written into the padding before an argument's view (the "offset" memory layout),
     which no output reads, by either op (the forward takes no dw, du): named with the op and the
     argument."""
-    real = getattr(properties, op)
+    real = getattr(ops, op)  # the wy_ascend subject calls the ops by their module attribute
 
     def writes_padding(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
         properties._bytes(kwargs[name])[0] ^= 1  # the element before the view: padding
         return out
 
-    monkeypatch.setattr(properties, op, writes_padding)
+    monkeypatch.setattr(ops, op, writes_padding)
     with pytest.raises(PropertyFailure, match=rf"{op} wrote to its arguments: {name} \(1 of "):
-        run_property("oracle", CASE.replace(memory={name: "offset"}, chunk_indices=name == "chunk_indices"))
+        run_property("oracle", case.replace(memory={name: "offset"}, chunk_indices=name == "chunk_indices"))

@@ -84,7 +84,9 @@ def test_validation_rule(name, op):
         fn()
 
 
-def test_valid_arguments_pass():
-    kw = args()
+def test_valid_arguments_pass(backend: str, device: torch.device) -> None:
+    """The same arguments on the backend under test run (the rules above raise before any kernel)."""
+    kw = {name: x.to(device) if isinstance(x, torch.Tensor) else x for name, x in args().items()}
     wy_ascend.prepare_wy_repr_bwd(kw["k"], kw["v"], kw["beta"], kw["A"], kw["dw"], kw["du"], kw["g"],
-                                  kw["cu_seqlens"], wy_ascend.prepare_chunk_indices(X.cu_seqlens, 16), backend="cpu")
+                                  kw["cu_seqlens"], wy_ascend.prepare_chunk_indices(kw["cu_seqlens"], 16),
+                                  backend=backend)
