@@ -136,6 +136,8 @@ KNOWN: tuple[Known, ...] = (
           frozenset({"bad_input"})),
     Known(*FLA, "compiles-9f70b5da7a75.json", lambda c: True,  # NT_OFFSET/BH_OFFSET constexpr: a compile per launch
           frozenset({"compiles"})),
+    Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
+          lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
 )
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
