@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,8 +135,10 @@ KNOWN: tuple[Known, ...] = (
           lambda c: any(layout != "offset" for layout in c.memory.values())),
     Known(*FLA, "bad_input-a16fbc8e67e5.json", lambda c: c.corruption is not None,  # no argument is validated
           frozenset({"bad_input"})),
-    Known(*FLA, "compiles-9f70b5da7a75.json", lambda c: True,  # NT_OFFSET/BH_OFFSET constexpr: a compile per launch
-          frozenset({"compiles"})),
+    # NT_OFFSET/BH_OFFSET constexpr: a compile per launch chunk, but for a packed batch, whose chunks it slices
+    # (NT_OFFSET stays 0), unless its B*HV heads split too
+    Known(*FLA, "compiles-9f70b5da7a75.json",
+          lambda c: c.cu_seqlens is None or c.B * c.HV > c.knobs.get("max_blocks", BLOCK_LIMIT), frozenset({"compiles"})),
     Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
           lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
 )
@@ -677,19 +680,27 @@ def perf_cases(draw: st.DrawFn, backend: str) -> Case:
 def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
                 subject: str = subjects.DEFAULT) -> Case:
     """A small case for the compiles property whose launches split: grid launches of at most
-    ``max_blocks`` programs, fewer than its tasks (chunks x value heads), and, in a core grid, launches of
-    at most ``max_tasks`` (as many) tasks. A foreign subject lowers its own grid limit to ``max_blocks``
-    (subjects.py: fla-ascend's ASCEND_MAX_GRID_DIM). Shrinks toward two chunks of one head, a launch a task."""
+    ``max_blocks`` programs, fewer than its tasks (chunks x value heads, of a fixed or a packed batch),
+    and, in a core grid, launches of at most ``max_tasks`` (as many) tasks. A foreign subject lowers its
+    own grid limit to ``max_blocks`` (subjects.py: fla-ascend's ASCEND_MAX_GRID_DIM). Shrinks toward two
+    chunks of one head, a launch a task."""
     BT = draw(chunk_sizes(backend))
     H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads))))
-    chunks = draw(st.integers(2, max(2, sizes.max_tasks // HV)))
-    T = draw(st.integers((chunks - 1) * BT + 1, chunks * BT))
+    most = max(2, sizes.max_tasks // HV)
+    layout: dict[str, Any]
+    if draw(st.booleans()):  # a packed batch: a few sequences of one to two chunks each
+        lengths = draw(st.lists(st.integers(1, 2 * BT), min_size=1, max_size=3))
+        assume(2 <= num_chunks(lengths, BT) <= most)
+        chunks, layout = num_chunks(lengths, BT), {"T": sum(lengths), "cu_seqlens": (0, *itertools.accumulate(lengths))}
+    else:
+        chunks = draw(st.integers(2, most))
+        layout = {"T": draw(st.integers((chunks - 1) * BT + 1, chunks * BT))}
     limit = draw(st.integers(1, chunks * HV - 1))
     knobs = {"mode": "grid", "max_blocks": limit}
     if draw(st.booleans()):  # wy_ascend's core grid splits by tasks; a foreign subject's grid by max_blocks still
         knobs.update(mode="persistent", max_tasks=limit)
-    return Case(T=T, H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
-                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject)
+    return Case(H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject, **layout)
 
 
 INDEX_LIMIT = 2**31
