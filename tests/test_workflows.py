@@ -73,13 +73,14 @@ def test_device_checks_and_nox_sessions(job) -> None:
     npu_check = step(job, "Check the NPU is visible")["run"]
     assert "npu-smi info" in npu_check and "torch.npu.is_available()" in npu_check
     assert "WY_ASCEND_NUM_DEVICES=" in npu_check
+    assert "-s tests -- --backend" in step(job, "Tests")["run"]
     assert "-s regress -- --backend" in step(job, "Replay regressions")["run"]
     fuzz = step(job, "Fuzz")["run"]
     assert '-s fuzz -- --profile "$PROFILE"' in fuzz and '-n "${WY_ASCEND_NUM_DEVICES' in fuzz
     assert "-s bench -- --backend" in step(job, "Benchmark")["run"] and "--benchmark-json bench.json" in step(
         job, "Benchmark")["run"]
     # the test steps keep going so every report is written; the summary step gives the verdict
-    for name in ("Replay regressions", "Fuzz", "Benchmark"):
+    for name in ("Tests", "Replay regressions", "Fuzz", "Benchmark"):
         s = step(job, name)
         assert s["continue-on-error"] is True and f"steps.{s['id']}.outcome" in step(job, "Summary")["run"]
 
