@@ -399,3 +399,17 @@ def test_dumps_nests_containers_one_per_line_and_keeps_scalar_lists_on_one() -> 
     assert text == ('{\n  "a": [\n    {\n      "x": "s",\n      "y": [3]\n    },\n    [\n      4,\n      [5]\n    ]\n  ],\n'
                     '  "b": [1, 2.5, null],\n  "c": {}\n}')
     assert json.loads(text) == data
+
+
+def test_a_case_too_large_for_the_interpreter_is_unavailable_there(tmp_path) -> None:
+    """A stored case of more (chunk, value head) tasks than INTERPRETER_TASKS is UNAVAILABLE on the cpu
+    (minutes a call: the H200 nightly's million-token find took 6 on the cpu) and runs on a device."""
+    from wy_ascend.testing.properties import PropertyFailure
+    from wy_ascend.testing.store import INTERPRETER_TASKS, load, record_failure, unavailable
+
+    big = Case(B=1, T=16 * (INTERPRETER_TASKS + 1), BT=16, backend="cuda")
+    path = record_failure("oracle", big, PropertyFailure("x"), directory=tmp_path)
+    assert "past the interpreter" in unavailable(load(path), "cpu")
+    assert unavailable(load(path), "cuda") is None
+    small = record_failure("oracle", big.replace(T=16 * INTERPRETER_TASKS), PropertyFailure("x"), directory=tmp_path)
+    assert unavailable(load(small), "cpu") is None

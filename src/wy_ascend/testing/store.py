@@ -547,12 +547,22 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
 
 
+# The most (chunk, value head) tasks a replay runs on an interpreting backend: ~5 ms a task and op there, so
+# about a minute and a half; the H200 nightly's million-token find (65,536 tasks) took 6 minutes on the cpu.
+INTERPRETER_TASKS = 8192
+
+
 def unavailable(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:
     """Why the stored case cannot run on ``backend`` by what it is, whatever this machine has (a
     perf file times a device, which an interpreting backend has none of; a subject runs on its
     own backends only), or None where it can. A replay reports it UNAVAILABLE, not a failure."""
     if stored.property == "perf" and BACKENDS[backend].interpret:
         return f"a perf case times a device; backend {backend!r} has none (the device nightly replays it)"
+    tasks = len(stored.case.chunk_bounds()) * stored.case.HV
+    # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses
+    if BACKENDS[backend].interpret and stored.property != "index_width" and tasks > INTERPRETER_TASKS:
+        return (f"{tasks} (chunk, value head) tasks are past the interpreter's {INTERPRETER_TASKS} (minutes a call); "
+                "a device replays it (a failure confined to one chunk is stored as that chunk too: Case.block)")
     runs_on = subjects.get(subject or stored.case.subject).backends
     if backend not in runs_on:
         return f"subject {subject or stored.case.subject!r} runs on the backends {list(runs_on)}, not {backend!r}"
