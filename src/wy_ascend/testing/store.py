@@ -5,9 +5,11 @@ case, so the same failure found twice (by two runs, or two xdist workers) is one
 case that killed the process running it, or ran past the per-case time limit
 (``runner.CaseCrashed``/``CaseTimeout``), is ``crash-<hash>.json`` or ``timeout-<hash>.json``
 (libFuzzer's names), the property inside. Files are written atomically (a temp file in the
-same directory, made 0644, then a hard link that fails if the name exists), are never
-overwritten, and are read back by ``load`` with a ``RegressionFileError`` naming the file and
-the field for anything malformed.
+same directory, made 0644, then a hard link that fails if the name exists) and are never
+overwritten: a failure whose file exists already is told so (``store_failure``: the file, what it
+recorded then). ``load`` validates a file as input, every field of schema version 1 by the tables
+below (no other version, no unknown field, the case by Case's and the ops' own rules, the name by
+the content's hash), with a ``RegressionFileError`` naming the file and the field for anything else.
 Hypothesis's own example database is a cache; this store is the record.
 
 Foreign subjects (wy_ascend.subjects). A case of a subject other than wy_ascend holds
