@@ -58,6 +58,7 @@ def pytest_configure(config):
 '''
 
 
+@pytest.mark.cpu_interpreter  # a fuzz run of the cpu backend in a subprocess
 @pytest.mark.parametrize("workers", [None, 2], ids=["no-xdist", "xdist-2"])
 def test_a_failure_prints_its_line_while_the_item_still_runs(tmp_path, workers) -> None:
     (tmp_path / "planted_failure.py").write_text(PLUGIN)

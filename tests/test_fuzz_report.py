@@ -7,6 +7,7 @@ storage and the regression store in a temp directory.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -20,6 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "fuzz/test_fuzz.py::test_plan_coverage"
+# The subprocess runs the cpu backend (planning only, no warm-up of compiled kernels): where the
+# interpreter is missing (a GPU machine) these tests skip, saying so.
+CPU_RUN = pytest.mark.cpu_interpreter
 
 
 def fuzz_cmd(report: Path) -> list[str]:
@@ -37,6 +41,7 @@ def fuzz_env(tmp: Path, scale: float) -> dict[str, str]:
     return env
 
 
+@CPU_RUN
 def test_a_finished_run_writes_the_report_and_removes_its_progress_files(tmp_path) -> None:
     report = tmp_path / "r.json"
     stale = tmp_path / "r.json.parts"
@@ -59,7 +64,9 @@ def nox_fuzz_cmd(report: Path) -> list[str]:
             *fuzz_cmd(report)[4:]]
 
 
-@pytest.mark.parametrize("through", ["pytest", "nox"])
+@CPU_RUN
+@pytest.mark.parametrize("through", ["pytest", pytest.param("nox", marks=pytest.mark.skipif(
+    importlib.util.find_spec("nox") is None, reason="nox is not installed in this environment"))])
 def test_sigterm_still_writes_the_report_with_the_counts_so_far(tmp_path, through) -> None:
     """timeout(1)'s way of stopping a run: SIGTERM to its child, then to the child's process group."""
     report = tmp_path / "r.json"
@@ -169,6 +176,7 @@ Tally.add = add
 """
 
 
+@CPU_RUN
 def test_an_interrupt_lost_in_a_finalizer_still_stops_the_run(tmp_path) -> None:
     (tmp_path / "lose_the_interrupt.py").write_text(LOSE_THE_INTERRUPT)
     report = tmp_path / "r.json"
@@ -207,6 +215,7 @@ def pytest_sessionstart(session):
 """
 
 
+@CPU_RUN
 def test_the_report_accounts_for_the_wall_time_and_counts_specializations_and_the_pool(tmp_path) -> None:
     """A run of one oracle case and a plan_coverage that fails and shrinks: the columns add up
     to the wall time (one worker), the oracle's phases came back from the case runner's child,

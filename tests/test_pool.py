@@ -88,6 +88,7 @@ def test_pool_size_and_date_come_from_the_environment(monkeypatch) -> None:
         pool.rotation_day()
 
 
+@pytest.mark.cpu_interpreter  # the workers compile the cpu backend's entries: the interpreter's, in seconds
 def test_warm_up_compiles_each_entry_in_workers_and_reports_progress() -> None:
     entries = [e for e in pool.entries("cpu") if e.template.BT == 16][:2]
     out = io.StringIO()

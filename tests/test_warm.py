@@ -69,6 +69,7 @@ def test_jobs_rule(monkeypatch: pytest.MonkeyPatch) -> None:
             warm.default_jobs("cuda")
 
 
+@pytest.mark.cpu_interpreter
 def test_warm_runs_every_task_in_worker_processes() -> None:
     """On the cpu backend (the interpreter: no autotuner, so every index runs the op; no fla-core,
     so its tasks are absent): each (op, provider, config) is one task in a worker."""
