@@ -218,8 +218,11 @@ def test_shrinks_to_the_simplest_case() -> None:
 
 def test_profiles() -> None:
     correctness = set(profiles.PROPERTY_NAMES) - {profiles.PERF}
+    # the nightly leaves index_width's real-size device runs (tens of GiB a case) to the large profile
+    left_out = {"nightly": {"index_width"}}
     for profile in profiles.PROFILES.values():
-        assert set(profile.examples) == ({profiles.PERF} if profile.name == "perf" else correctness)
+        expected = {profiles.PERF} if profile.name == "perf" else correctness - left_out.get(profile.name, set())
+        assert set(profile.examples) == expected
         assert profile.hypothesis_settings().deadline is None
         # a device profile's failure shrinks, but is not explained (each rerun is a compile); the others
         # keep the default phases (all of them, unless a plugin changed the default: the mutant runner's)
