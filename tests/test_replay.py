@@ -249,6 +249,7 @@ def test_a_failure_already_stored_says_so_and_leaves_the_file(tmp_path: Path) ->
     assert first.path.read_text() == "{" and [p.name for p in tmp_path.iterdir()] == [first.path.name]
 
 
+@pytest.mark.cpu_interpreter  # the cpu backend's verdict on them, in the replay's child
 def test_device_only_files_on_the_cpu_are_unavailable_not_failures(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The store's perf files (they time a device) replayed on the cpu: UNAVAILABLE, and the replay exits 0
@@ -269,7 +270,7 @@ def test_device_only_files_on_the_cpu_are_unavailable_not_failures(tmp_path: Pat
 
 
 def test_replay_from_a_checkout_that_is_not_the_imported_package_warns_loudly(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str) -> None:
     """Run from a checkout whose src/wy_ascend is not the wy_ascend imported (a non-editable install), replay
     names both before and after the files; from the checkout it runs, nothing."""
     import wy_ascend
@@ -282,7 +283,7 @@ def test_replay_from_a_checkout_that_is_not_the_imported_package_warns_loudly(
     (checkout / "pyproject.toml").write_text("[project]\nname = 'wy_ascend'\n")
     (checkout / "tests").mkdir()
     monkeypatch.chdir(checkout / "tests")  # anywhere inside the checkout
-    assert main(["replay", str(passing), "--backend", "cpu"]) == 0
+    assert main(["replay", str(passing), "--backend", backend]) == 0
     err = capsys.readouterr().err
     running = Path(wy_ascend.__file__).resolve().parent
     warning = (f"WARNING: replay runs the wy_ascend installed at {running}, NOT this checkout's "
