@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             print("constraints:\n  " + pinned.read_text().rstrip().replace("\n", "\n  "))
             run(pip(*(["-e"] if args.dev else []), f"{ROOT}[{extras}]", "--constraint", str(pinned)), args.dry_run)
         except subprocess.CalledProcessError as e:
-            print(f"install.py: pip failed (exit {e.returncode}) and installed nothing of that command; the commands "
-                  "before it (above) stand", file=sys.stderr)
+            print(f"install.py: pip failed (exit {e.returncode}), its reason above; a failure to resolve or build "
+                  "installs nothing, and the commands before it (above) stand", file=sys.stderr)
             return 1
     if args.dry_run:
         return 0
