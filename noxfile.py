@@ -78,14 +78,16 @@ def backend_of(session: nox.Session) -> str:
 
 
 def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) -> str:
-    """Install the package with the backend's extra, ``test`` and ``extras`` into the backend's
-    shared environment (``use_shared_env``); print versions; return the backend."""
+    """Install the package with the backend's extra, ``test``, ``upstream`` (fla-core: the fuzz suite's
+    foreign subjects, pure Python) and ``extras`` into the backend's shared environment
+    (``use_shared_env``), the same for every session so that it installs once; print versions;
+    return the backend."""
     backend = backend_of(session)
     env = use_shared_env(session, EXTRA[backend])
     if env == "current":
         session.log("no virtualenv (--no-venv): using the current environment as it is")
     elif env == "install":
-        spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', *extras)))}]"
+        spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', 'upstream', *extras)))}]"
 
         def steps() -> None:
             pins: tuple[str, ...] = ()
@@ -185,7 +187,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
     """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, --subject, -n N (cpu: -n auto)."""
-    backend = install(session, "upstream")  # fla-core, the foreign subjects (pure Python)
+    backend = install(session)
     args = _workers(backend, list(session.posargs))
     with _sigterm_as_interrupt():
         # nox passes an interrupt on as SIGINT, then waits this long before it terminates pytest:
@@ -224,14 +226,14 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 @nox.session(venv_backend="none")
 def regress(session: nox.Session) -> None:
     """Replay every stored minimal case in regressions/, every subject's (pytest fuzz/test_regressions.py)."""
-    backend = install(session, "upstream")
+    backend = install(session)
     session.run("python", "-m", "pytest", "fuzz/test_regressions.py", *session.posargs, env=_env(backend))
 
 
 @nox.session(default=False, venv_backend="none")
 def replay(session: nox.Session) -> None:
     """Replay the regression files given as posargs: verdict per file and a summary table (wy-ascend replay)."""
-    backend = install(session, "upstream")
+    backend = install(session)
     args = _without_backend(list(session.posargs))
     if not any(not a.startswith("-") for a in args):
         session.error("usage: nox -s replay -- regressions/<file>.json [...] [--backend NAME] [--timeout S]")
