@@ -107,6 +107,7 @@ import io
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -486,15 +487,16 @@ class Mutant:
 def reapply(record: dict[str, Any], sources: dict[str, str]) -> Mutant | str:
     """The mutant of report entry ``record`` made again on ``sources``: its diff's old lines
     (context and removed) must occur exactly once in the file now, and are replaced by its new
-    lines; else the reason it no longer applies."""
+    lines; else the reason it no longer applies. Its site's line moves with those lines (a site
+    can start above its first changed line: a call whose swapped arguments are lines below it)."""
     old: list[str] = []
     new: list[str] = []
-    lead = None  # context lines before the first changed one
+    hunk = re.search(r"^@@ -(\d+)", record["diff"], re.M)  # the line of the diff's first old line
+    if hunk is None:
+        return "its diff has no hunk"
     for line in record["diff"].splitlines(True)[2:]:
         if line.startswith("@@"):
             continue
-        if line[:1] in ("-", "+") and lead is None:
-            lead = len(old)
         if line[:1] in (" ", "-"):
             old.append(line[1:])
         if line[:1] in (" ", "+"):
@@ -507,7 +509,8 @@ def reapply(record: dict[str, Any], sources: dict[str, str]) -> Mutant | str:
     if count != 1:
         return f"its lines occur {count} times in {record['file']} now"
     at = source.index(before)
-    site = Site(record["file"], source[:at].count("\n") + 1 + (lead or 0), record["col"], record["operator"], (),
+    moved = source[:at].count("\n") + 1 - int(hunk[1])
+    site = Site(record["file"], record["line"] + moved, record["col"], record["operator"], (),
                 description=record["description"], id=record["id"])
     return Mutant(site, source, source[:at] + after + source[at + len(before):])
 

@@ -200,6 +200,18 @@ def test_recheck_makes_a_reports_survivors_again_on_the_current_source(sources: 
     assert [(s.id, why) for s, why in not_built] == [(gone.id, f"its lines occur 0 times in {gone.site.file} now")]
 
 
+def test_recheck_moves_a_site_with_its_lines_when_the_change_is_below_it() -> None:
+    """A call's swapped arguments sit on lines below the call (the site's line): ten lines inserted
+    above move the site by ten, not to the changed line (kernels.py's _bwd_group call, a site at 454,
+    was rechecked at 466: the sample of one source tree failed the test above)."""
+    source = "def f(a, b):\n    return a - b\n\n\ndef g(x, y):\n    return f(\n        x,\n        y,\n    )\n"
+    (site,) = [s for s in gm.find_sites({"m.py": source}) if s.operator == "swap_args"]
+    (mutant,), _ = gm.build_mutants({"m.py": source}, [site])
+    again = gm.reapply(gm._result(mutant, "survived", "fp", "sfp"), {"m.py": "# new\n" * 10 + source})
+    assert not isinstance(again, str) and (site.line, again.site.line) == (6, 16)
+    assert again.mutated == "# new\n" * 10 + mutant.mutated
+
+
 @pytest.mark.parametrize("text", ["not json", '{"runs": []}', '{"results": [{"id": "a.py:1:0:binop"}]}'])
 def test_recheck_of_a_file_that_is_no_report_is_a_clear_error(tmp_path: Path, text: str, capsys) -> None:
     bad = tmp_path / "bad.json"
