@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,12 +43,15 @@ def commands() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def readme() -> dict:
+def readme(device: torch.device) -> dict:
+    """The blocks' namespace, run with the backend under test's device as torch's default (the
+    README makes its tensors where a user's are, on the default device)."""
     found = blocks("python")
     assert len(found) >= 3, "the README's Python blocks: the import switch, chunk_local_g, the usage example"
     namespace: dict = {"__name__": "readme"}
-    for block in found:
-        exec(compile(block["body"], "README.md", "exec"), namespace)
+    with device:
+        for block in found:
+            exec(compile(block["body"], "README.md", "exec"), namespace)
     return namespace
 
 
@@ -97,11 +101,16 @@ def test_every_cheaper_form_is_the_readmes_command_bounded() -> None:
 
 
 @pytest.mark.parametrize("cmd,how", commands(), ids=[cmd for cmd, _ in commands()])
-def test_the_shell_command_runs(cmd: str, how: str, tmp_path: Path) -> None:
+def test_the_shell_command_runs(cmd: str, how: str, tmp_path: Path, backend: str) -> None:
     if how.startswith("skip:"):
         pytest.skip(f"{cmd!r}: {how[len('skip:'):].strip()}")
+    if backend != "cpu":  # a device run would point nox at .nox/<backend>, a build of its own
+        pytest.skip(f"{cmd!r}: the README's commands set up and run the cpu backend; this run tests {backend!r}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no xdist worker's identity
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    program = shlex.split(how)[0]
+    if shutil.which(program, path=env["PATH"]) is None:
+        pytest.skip(f"{cmd!r}: {program} is not on this environment's PATH")
     env["WY_ASCEND_FUZZ_REPORT"] = str(tmp_path / "fuzz-report.json")
     run = subprocess.run(["bash", "-c", how], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=1200)
