@@ -132,3 +132,24 @@ def test_every_path_the_readme_names_exists() -> None:
     named = set(re.findall(r"`((?:docs|regressions|mutation|src|fuzz|tests|benchmarks)/[\w./-]*)`", README))
     assert "docs/design.md" in named and "regressions/README.md" in named
     assert sorted(p for p in named if not (ROOT / p).exists()) == []
+
+
+def test_the_import_switch_keeps_flash_linear_attentions_arguments() -> None:
+    """The README's claim: fla's wy_fast functions and ours take the same positional arguments, in order
+    (read from fla-core's source: importing it on a CPU needs the subjects' shims)."""
+    import ast
+    import importlib.util
+    import inspect
+
+    import wy_ascend
+
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        pytest.skip("fla-core is not installed (the upstream extra)")
+    source = Path(spec.origin).parent / "ops" / "gated_delta_rule" / "wy_fast.py"
+    theirs = {f.name: [a.arg for a in f.args.args] for f in ast.parse(source.read_text()).body
+              if isinstance(f, ast.FunctionDef)}
+    for name in ("recompute_w_u_fwd", "prepare_wy_repr_bwd"):
+        ours = [p.name for p in inspect.signature(getattr(wy_ascend, name)).parameters.values()
+                if p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert ours == theirs[name], name
