@@ -77,7 +77,7 @@ class Sizes:
     large_tokens: int = 2**22  # large cases: tokens of a long varlen batch
     large_bytes: int = 48 * 2**30  # large cases: host bytes (float64 generation, oracle, device copies)
 
-    def scaled(self, **changes: int) -> Sizes:
+    def scaled(self, **changes: Any) -> Sizes:
         return dataclasses.replace(self, **changes)
 
 

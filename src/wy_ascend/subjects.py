@@ -46,6 +46,7 @@ DEFAULT = "wy_ascend"
 FLA_DIST = "fla-core"
 FLA_ASCEND_MODULE = "fla.ops.gated_delta_rule.backends.triton_ascend.wy_fast"
 FLA_MODULE = "fla.ops.gated_delta_rule.wy_fast"
+GRID_LIMIT = "ASCEND_MAX_GRID_DIM"  # fla-ascend's programs per grid launch, read by _launch_wy_kernel at each call
 # The unified buffer fla-ascend plans its tiles for on the cpu, through its own override
 # (ASCEND_UB_CAPACITY_BITS): the 192 KiB of an Atlas A2 (910B) AI core, the device its comments
 # calibrate against ("BK=256 overflows 192KB UB"). Without it fla falls back to 64 KiB, a device
@@ -209,12 +210,12 @@ def _grid_limit(module: types.ModuleType, config: LaunchConfig | None) -> Iterat
     if limit is None:
         yield
         return
-    previous = module.ASCEND_MAX_GRID_DIM
-    module.ASCEND_MAX_GRID_DIM = limit
+    previous = getattr(module, GRID_LIMIT)
+    setattr(module, GRID_LIMIT, limit)
     try:
         yield
     finally:
-        module.ASCEND_MAX_GRID_DIM = previous
+        setattr(module, GRID_LIMIT, previous)
 
 
 def _fla_calls(module_name: str, fwd: str, bwd: str) -> Callable[[str], tuple[Forward, Backward]]:
