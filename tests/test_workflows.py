@@ -55,7 +55,7 @@ def test_schedule_and_dispatch_inputs(workflow) -> None:
 def test_runs_on_self_hosted_npu_and_gpu_hosts_in_containers(job) -> None:
     platforms = {entry["platform"]: entry for entry in job["strategy"]["matrix"]["include"]}
     assert set(platforms) == {"npu", "cuda"}
-    assert platforms["npu"]["extras"] == "npu,test" and platforms["cuda"]["extras"] == "cuda,test"
+    assert platforms["npu"]["extras"] == "npu,test,upstream" and platforms["cuda"]["extras"] == "cuda,test,upstream"
     assert "ascendai/cann" in platforms["npu"]["image"] and "/dev/davinci_manager" in platforms["npu"]["options"]
     assert job["runs-on"][0] == "self-hosted" and "matrix.label" in job["runs-on"][1]
     assert "matrix.image" in job["container"]["image"]
