@@ -150,3 +150,26 @@ def test_a_malformed_known_mark_is_refused(tmp_path: Path) -> None:
 def test_properties_of_wy_ascends_machinery_do_not_apply_to_a_foreign_subject() -> None:
     with pytest.raises(ValueError, match="does not apply to subject 'fla-ascend'"):
         run_property("plan_coverage", Case(T=20, subject=FLA))
+
+
+def test_a_foreign_subjects_draws_stay_within_its_claims_and_reach_small_dims() -> None:
+    """fla-ascend's cases carry its name, draw only its knobs, and reach K below 16 (its claims take
+    1..256); the known defect that covers such a case is named for the properties it fails."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from fuzz.strategies import CPU_SIZES, SMALL_DIMS, cases, known_defect
+
+    seen: list[Case] = []
+
+    @settings(max_examples=60, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def draw(data: st.DataObject) -> None:
+        case = data.draw(cases(CPU_SIZES.scaled(small_dims=SMALL_DIMS), "cpu", partition_knobs=True, subject=FLA))
+        assert case.subject == FLA and set(case.knobs) <= {"max_blocks", "num_cores"} and case.knobs
+        assert case.BT in subjects.get(FLA).claims.chunk_sizes
+        seen.append(case)
+    draw()
+    small = [c for c in seen if min(c.K, c.V) < 16]
+    assert small and all(known_defect("oracle", c) is not None for c in small)
+    assert known_defect("oracle", small[0].replace(subject="wy_ascend")) is None  # wy_ascend's are never known
