@@ -8,7 +8,8 @@ from pathlib import Path
 
 # The cpu backend runs Triton's interpreter, which triton selects when it is first
 # imported; set it before anything imports triton (device runs export the backend).
-if os.environ.get("WY_ASCEND_BACKEND", "cpu") == "cpu":
+RUN_BACKEND = os.environ.get("WY_ASCEND_BACKEND", "cpu")  # the run's, whatever a test sets later
+if RUN_BACKEND == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # The repository root, so tests import the fuzz/ and benchmarks/ packages however pytest is run.
@@ -22,7 +23,7 @@ from wy_ascend.testing.properties import DEVICE_OF
 
 @pytest.fixture(scope="session")
 def backend() -> str:
-    return os.environ.get("WY_ASCEND_BACKEND", "cpu")
+    return RUN_BACKEND
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +82,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
     report = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
     if (isinstance(error, BackendUnavailableError) and error.backend == "cpu" and report.failed
-            and os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu"):
+            and RUN_BACKEND != "cpu"):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: needs the cpu backend: {error}")
     return None

@@ -98,20 +98,21 @@ def _chunk_layout(cu_seqlens: torch.Tensor | None, B: int, T: int, BT: int, devi
     at every sequence start; an empty sequence has no chunk; the last chunk may be partial."""
     if BT < 1:
         raise ValueError(f"chunk size must be >= 1, got {BT}")
+    host = torch.device("cpu")  # built on the host whatever torch's default device (one upload below)
     if cu_seqlens is None:
-        cu = torch.arange(B + 1, dtype=torch.int64) * T
+        cu = torch.arange(B + 1, dtype=torch.int64, device=host) * T
     else:
         cu = _check_cu_seqlens(cu_seqlens, B, T)
     lens = cu[1:] - cu[:-1]
     counts = (lens + BT - 1) // BT
     C = int(counts.sum())
-    seq = torch.repeat_interleave(torch.arange(lens.numel()), counts)
+    seq = torch.repeat_interleave(torch.arange(lens.numel(), device=host), counts)
     first = torch.cumsum(counts, 0) - counts
-    local = torch.arange(C) - first[seq]
+    local = torch.arange(C, device=host) - first[seq]
     start = cu[seq] + local * BT
-    n = torch.minimum(cu[seq + 1] - start, torch.tensor(BT))
-    rows = torch.arange(BT)
-    idx = torch.where(rows < n[:, None], start[:, None] + rows, torch.tensor(B * T)).to(device)
+    n = torch.minimum(cu[seq + 1] - start, torch.tensor(BT, device=host))
+    rows = torch.arange(BT, device=host)
+    idx = torch.where(rows < n[:, None], start[:, None] + rows, torch.tensor(B * T, device=host)).to(device)
     # One upload (each is a sync on a GPU); the valid rows in chunk-major order are the tokens
     # 0 .. cu[-1] - 1 in order, as chunks tile every sequence in order.
     return _Layout(idx, idx < B * T, torch.arange(int(cu[-1]), device=device))
