@@ -8,8 +8,7 @@ from pathlib import Path
 
 # The cpu backend runs Triton's interpreter, which triton selects when it is first
 # imported; set it before anything imports triton (device runs export the backend).
-RUN_BACKEND = os.environ.get("WY_ASCEND_BACKEND", "cpu")  # the run's, whatever a test sets later
-if RUN_BACKEND == "cpu":
+if os.environ.get("WY_ASCEND_BACKEND", "cpu") == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # The repository root, so tests import the fuzz/ and benchmarks/ packages however pytest is run.
@@ -19,6 +18,8 @@ import pytest
 import torch
 
 from wy_ascend.testing.properties import DEVICE_OF
+
+RUN_BACKEND = os.environ.get("WY_ASCEND_BACKEND", "cpu")  # the run's, whatever a test sets later
 
 
 @pytest.fixture(scope="session")
