@@ -5,7 +5,7 @@ evaluated on the very inputs the kernel saw, i.e. with the given, rounded A):
 
 * float32: 1e-5. The kernels compute in fp32 (exact fp32 dot operands): each output is a
   chain of at most three dots of <= 256 terms (unit roundoff 6e-8, so ~1e-6 worst-case
-  growth per chain), measured 1e-7 to 4e-7 on realistic inputs; DESIGN.md measured 1e-5
+  growth per chain), measured 1e-7 to 4e-7 on realistic inputs; docs/design.md section 2: 1e-5
   on strongly gated adversarial inputs, hence the bound.
 * bfloat16 / float16: the irreducible error is the rounding of each output to the
   dtype. ``err <= 4 * max(round_err, u / 2)`` where ``round_err`` is the relative RMS
@@ -789,7 +789,7 @@ def _compile_rounding(BT: int) -> float:
 def _compile_tolerances(out: dict[str, torch.Tensor | None], names: tuple[str, ...], BT: int) -> dict[str, float]:
     """Per output of ``names``: how far one task body's output from two compiled kernels may differ,
     ``_compile_rounding`` plus one unit of the output's dtype below float32 (where the fp32 values
-    straddle a rounding boundary). Measured on the H200 (session 16, docs/nightly-h200.md): the grouped
+    straddle a rounding boundary). Measured on the H200 (docs/ledger.md session 16): the grouped
     and per-value-head backwards of B1 T1024 H16 HV64 K=V=16 bf16 had one dg element of 65,536 one bf16
     unit apart, every other output bit-equal. A wrong head or chunk is off by O(1)."""
     tols = {}
