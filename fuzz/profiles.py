@@ -4,7 +4,7 @@
 profile    runs on     what it does
 =========  ==========  ===========================================================================
 ci         CPU         derandomized (the same examples every run, no database), a fixed budget
-                       that finishes in about 3 min 30 s on an idle 2-core machine (2 xdist workers).
+                       that finishes in about 2 min 15 s on an idle 2-core machine (2 xdist workers, store left to regress).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
                        HV up to 32, one case in eight an accelerator-sized one (see ``large``);
@@ -119,8 +119,8 @@ NO_EXPLAIN = frozenset({"index_width"})
 
 
 # Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers): the whole
-# suite takes ~7 min of CPU time, so about 3 min 30 s of wall time on an idle machine (208 s at
-# e637bbe, `python -m pytest fuzz/ --profile ci -n 2`) and longer on one shared with other jobs
+# properties take ~4.5 min of CPU time, so about 2 min 15 s of wall time on an idle machine (136 s at
+# e71c00d, `.ci/run`'s fuzz line, the store left out) and longer on one shared with other jobs
 # (fuzz-report.json's cpu_seconds per property tells which to trim).
 # memory_layout: two op runs a case at a quarter of the task budget, ~1 s of CPU (about the oracle's
 # case): 12 cases add ~7% of the CPU time. Each case lays out about half of its arguments, so each
@@ -154,7 +154,7 @@ NIGHTLY_POOL = 24
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("ci", "CPU CI: derandomized, fixed budget (~3 min 30 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
+        Profile("ci", "CPU CI: derandomized, fixed budget (~2 min 15 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
         # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.
