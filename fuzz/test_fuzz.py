@@ -268,7 +268,6 @@ def _each_corruption(test: Any) -> Any:
     return test
 
 
-
 @_open("bad_input")
 @PROFILE.settings_for("bad_input")
 @given(case=bad_input_cases(SIZES, BACKEND, SUBJECT))

@@ -639,11 +639,17 @@ def _packed(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
     return packed, Inputs._make([*map(_one_row, inputs[:-1]), cu])  # cu_seqlens last
 
 
+def _compiles(case: Case) -> bool:
+    """Whether the case's backend compiles its kernels: there two specializations of one task body are two
+    compiles, which may round apart (``_compile_tolerances``); the interpreter runs one program for both."""
+    return not BACKENDS[backend_name(case)].interpret
+
+
 def _two_programs(case: Case) -> bool:
     """Whether a fixed batch and a packed one run two programs of one task body: two compiles on a
     compiled backend (the varlen index math), and two host paths in a foreign subject (fla-ascend's
     backward takes exp2 of a fixed batch's gates in torch, of a packed one's in the kernel)."""
-    return not BACKENDS[backend_name(case)].interpret or subject_of(case).foreign
+    return _compiles(case) or subject_of(case).foreign
 
 
 def check_varlen_split(case: Case) -> Metrics:
@@ -708,9 +714,8 @@ def check_widened_gates(case: Case) -> Metrics:
         back = {name: x.to(case.dtype_of(name)) if x is not None and name in ("dbeta", "dg") else x
                 for name, x in run_ops(wide, wide_inputs).items()}
     names = FWD_NAMES + BWD_NAMES
-    compiled = not BACKENDS[backend_name(case)].interpret
     return _bitwise("beta and g widened to float32 change the results", got, back, names,
-                    _compile_tolerances(got, names, case.BT) if compiled else None)
+                    _compile_tolerances(got, names, case.BT) if _compiles(case) else None)
 
 
 def _dk_ways(case: Case) -> tuple[bool, dict[str, Any] | None]:
@@ -747,7 +752,7 @@ def check_grouped_heads(case: Case) -> Metrics:
     way's dk, the in-order sum's claim, stays bit for bit there too.
     """
     G = case.HV // case.H
-    compiled = not BACKENDS[backend_name(case)].interpret
+    compiled = _compiles(case)
     rounded = ("dv", "dbeta", "dg") if compiled else ()
     inputs = build_inputs(case)
     grouped = run_ops(case, inputs)
