@@ -6,7 +6,9 @@
     python -m mutation --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
     python -m mutation --generated 150 --worktree      # the working tree, uncommitted edits included
     python -m mutation --recheck old.json --report new.json   # old.json's survivors on this tree
-    nox -s mutants -- --generated 150 [--seed S] [--jobs J]
+    python -m mutation --generated 150 --seed 3 --shard 2/4   # the 2nd quarter: mutants-report.shard-2-of-4.json
+    python -m mutation --merge mutants-report.shard-*-of-4.json --report m.json   # one report of the shards
+    nox -s mutants -- --generated 150 [--seed S] [--jobs J] [--shard K/N]
 
 Sites. Every ``.py`` under src/wy_ascend (kernels included) is parsed fresh at the start of
 the run; an ``ast.NodeVisitor`` lists every place one operator applies:
@@ -53,6 +55,10 @@ out) are copied once at the start and the source is read from that copy, so nobo
 uncommitted work in progress (a half-written test that hangs) and no edit made during the
 run mixes into it. ``--worktree`` copies the working tree as it is instead (less .git,
 caches and outputs).
+Shards (``--shard K/N``, 1 <= K <= N): every shard draws the same sample (same seed, N and source)
+and runs only the mutants at positions i of it (in site order, as listed by ``--dry-run``) with
+i % N == K - 1, so the N shards are disjoint and together are the sample; each runs the baseline
+itself (it sets the timeout and the test order), so shards can run on different machines or nights.
 Each mutant (and the unmutated baseline first) gets its own copy of src/ with the one file
 mutated, first on PYTHONPATH, a temp Hypothesis database, fuzz report, and a regression
 store seeded with the real regressions/*.json (so CI's replay runs, and nothing real is
@@ -85,15 +91,23 @@ resume). Score = (killed + timeout) / (killed + timeout + survived); with ``--eq
 FILE`` (JSON ``[{"id" or "key", "reason"}]``, default mutation/equivalent.json when it
 exists) the survivors argued equivalent are left out of the denominator as well.
 
-Report: ``--report PATH`` (default mutants-report.json in the repository root) and the same
+Report: ``--report PATH`` (default mutants-report.json in the repository root, with ``--shard
+K/N`` mutants-report.shard-K-of-N.json, so that shards do not overwrite each other) and the same
 name with ``.md``: the score, counts per file and operator, the tests that killed, and every
 survivor, timeout, invalid and error with its diff. Both are rewritten atomically (temp file,
 rename) after every mutant. Resuming: a run with an existing report reuses each result whose
 mutant and whole tree (src/, tests/, fuzz/, regressions/, ...) are unchanged and reruns the
 rest (``--fresh`` ignores the report; ``--keep-killed`` also keeps kills made on an older
 test suite when src/wy_ascend is unchanged, for rerunning only survivors after adding tests).
-Exit status 0 whatever the score (it is a measurement), 2 when the baseline fails or the
-arguments are wrong, 130 when interrupted.
+A shard's report holds its own mutants and the whole sample's ids (``sample_ids``); rerun the same
+``--shard`` command to resume it. ``--merge R1 R2 ... --report OUT`` writes one report (and .md) of
+shard reports of one sample: they must agree on seed, N (``generated``), sampling, operators, source
+and tree fingerprints, sample and commands (else exit 2 naming the file and the field); each
+mutant's result is the one that exists (a final verdict over ``error`` over ``pending``; two
+different final verdicts for one mutant are an error naming it); mutants in no report are listed
+as missing, and the score is over those present.
+Exit status 0 whatever the score (it is a measurement), 2 when the baseline fails, the
+arguments are wrong or reports do not merge, 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -1051,9 +1065,11 @@ def fingerprint(root: Path, under: str | None = None) -> str:
     for p in sorted(base.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             rel = p.relative_to(root).as_posix()
-            if rel.startswith("mutation/") or rel.startswith(
-                    "mutants-report"):
-                continue  # the runner, its equivalence list and its report: no verdict depends on them
+            if rel.startswith("mutation/") or rel.startswith("mutants-report") or (
+                    p.name.startswith("mutants-") and p.suffix in (".json", ".md")):
+                # the runner, its equivalence list and its reports (also one kept as docs/data/mutants-*.json,
+                # so that committing a shard's report does not void its resume): no verdict depends on them
+                continue
             h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -1113,8 +1129,22 @@ def markdown(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     results = doc["results"]
     equivalent = {e.get("id") or e.get("key"): e.get("reason", "") for e in doc.get("equivalent", [])}
-    out = [f"# Generated mutants: the {doc['n']} survivors of {doc['recheck_of']} not argued equivalent, again"
-           if doc.get("recheck_of") else f"# Generated mutants: {doc['n']} sampled (seed {doc['seed']})", ""]
+    title = (f"the {doc['n']} survivors of {doc['recheck_of']} not argued equivalent, again" if doc.get("recheck_of")
+             else f"{doc['n']} sampled (seed {doc['seed']})")
+    if doc.get("shard"):
+        title = f"shard {doc['shard']}, {doc['n']} of {doc.get('sample_size', '?')} " + (
+            f"survivors of {doc['recheck_of']}, again" if doc.get("recheck_of") else f"sampled (seed {doc['seed']})")
+    merged = doc.get("merged_from")
+    if merged:
+        title += f", merged from {len(merged)} reports"
+    out = [f"# Generated mutants: {title}", ""]
+    if merged:
+        missing = doc.get("missing", [])
+        out += [f"{doc['n']} of the sample's {doc.get('sample_size', '?')} mutants have a result, from "
+                + ", ".join(f"`{m['report']}` (shard {m['shard'] or 'none'}, {m['n']} mutants"
+                            + ("" if m.get("finished") else ", unfinished") + ")" for m in merged)
+                + (f"; **{len(missing)} missing** (in no report): " + ", ".join(f"`{i}`" for i in missing[:20])
+                   + (" ..." if len(missing) > 20 else "") if missing else "; none missing") + ".", ""]
     out += [f"Score: **{_pct(s['score'])}** = {s['score_note']}; killed {s['killed']}, timeout {s['timeout']}, "
             f"survived {s['survived']}, invalid {s['invalid']} (not counted), error {s['error']} (not counted)"
             + (f", pending {s['pending']}" if s["pending"] else "") + ".",
@@ -1171,6 +1201,124 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+# --------------------------------------------------------------------------- shards and merging
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N; ValueError saying what is wrong."""
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not K/N (e.g. 1/4: the first of four shards)")
+    k, n = int(m[1]), int(m[2])
+    if n < 1 or not 1 <= k <= n:
+        raise ValueError(f"{text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def shard_of(items: list[Any], k: int, n: int) -> list[Any]:
+    """The items of shard ``k`` of ``n`` (1-based): those at positions i with i % n == k - 1."""
+    return [x for i, x in enumerate(items) if i % n == k - 1]
+
+
+def shard_report_name(k: int, n: int) -> str:
+    """The default report of shard k/n: mutants-report.shard-K-of-N.json (no two shards share one)."""
+    return f"{DEFAULT_REPORT.removesuffix('.json')}.shard-{k}-of-{n}.json"
+
+
+# What must be equal in every report merged: the same sample (seed, N, sampling, operators, the
+# source it was drawn from, hence the same ids) run with the same commands on the same tree.
+# "seed" and "generated" (N) first, so that a different sample is named by its cause.
+MERGE_SAME = ("tool", "seed", "generated", "recheck_of", "sampling", "operators", "src_fingerprint", "sample_size",
+              "sample_ids", "fingerprint", "commands")
+FINAL = ("killed", "survived", "timeout", "invalid")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def merge_reports(paths: list[Path], equivalent: list[dict[str, str]]) -> dict[str, Any]:
+    """One report of the shard reports at ``paths`` (ValueError, naming the file and the field or
+    the mutant, when they are not of one sample or two of them give one mutant different verdicts).
+    Each mutant's result is the one that exists: a final verdict over ``error`` over ``pending``."""
+    docs: list[dict[str, Any]] = []
+    for p in paths:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--merge: {p} is not a readable JSON report ({type(e).__name__}: {e})") from e
+        if not isinstance(d, dict) or d.get("tool") != "mutation/generated.py" or not isinstance(d.get("results"), list):
+            raise ValueError(f"--merge: {p} is not a generated-mutant report")
+        missing = [f for f in MERGE_SAME if f not in d]
+        if missing:
+            raise ValueError(f"--merge: {p} has no {', '.join(missing)} (written before --shard existed?)")
+        docs.append(d)
+    first = docs[0]
+    for p, d in zip(paths[1:], docs[1:]):
+        for f in MERGE_SAME:
+            if d[f] != first[f]:
+                raise ValueError(f"--merge: {p} is not of the same sample as {paths[0]}: {f} differs "
+                                 f"({_short(d[f])} there, {_short(first[f])} in {paths[0]})")
+    sample_ids: list[str] = first["sample_ids"]
+    in_sample = set(sample_ids)
+    merged: dict[str, dict[str, Any]] = {}
+    origin: dict[str, Path] = {}
+    rank = {"pending": 0, "error": 1, **dict.fromkeys(FINAL, 2)}
+    for p, d in zip(paths, docs):
+        for r in d["results"]:
+            i = r["id"]
+            if i not in in_sample:
+                raise ValueError(f"--merge: {p} has a result for {i}, which is not in the sample")
+            prev = merged.get(i)
+            if prev is not None and prev["verdict"] in FINAL and r["verdict"] in FINAL and prev["verdict"] != r["verdict"]:
+                raise ValueError(f"--merge: shards disagree on {i}: {prev['verdict']} in {origin[i]}, "
+                                 f"{r['verdict']} in {p}")
+            if prev is None or rank.get(r["verdict"], 0) > rank.get(prev["verdict"], 0):
+                merged[i], origin[i] = r, p
+    not_built = list({b["id"]: b for d in docs for b in d.get("not_built", [])}.values())
+    unbuilt = {b["id"] for b in not_built}
+    results = [merged[i] for i in sample_ids if i in merged]
+    absent = [i for i in sample_ids if i not in merged and i not in unbuilt]
+    timeouts_kill = all(d.get("timeouts_kill", True) for d in docs)
+    by_id = {r["id"]: r for r in results}
+    baselines = [d["baseline"] for d in docs if d.get("baseline")]
+    doc = {**first, "n": len(results), "shard": None, "results": results, "not_built": not_built,
+           "equivalent": equivalent, "timeouts_kill": timeouts_kill,
+           "timeout": max(float(d.get("timeout") or 0.0) for d in docs),
+           "baseline": next((b for b in baselines if b.get("verdict") == "survived"), baselines[0] if baselines else None),
+           "elapsed": round(sum(float(d.get("elapsed") or 0.0) for d in docs), 1),
+           "merged_from": [{"report": str(p), "shard": d.get("shard"), "n": d.get("n"), "finished": d.get("finished"),
+                            "elapsed": d.get("elapsed"), "baseline_seconds": (d.get("baseline") or {}).get("seconds")}
+                           for p, d in zip(paths, docs)],
+           "missing": absent,
+           "finished": not absent and all(d.get("finished") for d in docs),
+           "summary": summarize(by_id, equivalent, timeouts_kill),
+           "survivors": [r["id"] for r in results if r["verdict"] == "survived"]}
+    return doc
+
+
+def merge_main(args: argparse.Namespace) -> int:
+    """``--merge REPORT ... --report OUT``: one report (and its .md) of shard reports."""
+    try:
+        doc = merge_reports(args.merge, load_equivalent(args.equivalent))
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    report_path: Path = args.report.resolve()
+    md_path = report_path.with_suffix(".md")
+    _atomic_write(report_path, json.dumps(doc, indent=1) + "\n")
+    _atomic_write(md_path, markdown(doc))
+    s = doc["summary"]
+    shards = ", ".join(str(m["shard"] or "whole sample") for m in doc["merged_from"])
+    print(f"merged {len(args.merge)} reports ({shards}): {doc['n']} of the sample's {doc['sample_size']} mutants, "
+          f"{len(doc['missing'])} missing; score {_pct(s['score'])} = {s['score_note']}: killed {s['killed']}, "
+          f"timeout {s['timeout']}, survived {s['survived']}, invalid {s['invalid']}, error {s['error']}, pending "
+          f"{s['pending']}; non-equivalent score {_pct(s['score_non_equivalent'])}")
+    print(f"report: {report_path} and {md_path}")
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -1181,7 +1329,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--recheck", type=Path, metavar="REPORT",
                    help="run the survivors of REPORT (those not argued equivalent) again on this tree: each "
                         "survivor's diff is applied to the current source; one whose lines changed is listed as gone")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="REPORT",
+                   help="combine shard reports of one sample (same seed, N, tree) into --report OUT and its .md")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run only shard K of N (1-based): the sampled mutants at positions i with i %% N == K-1 "
+                        "(the baseline runs in every shard; default report mutants-report.shard-K-of-N.json)")
     p.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per mutant, all commands (default: 3 x the baseline's time + 120)")
@@ -1194,8 +1347,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "is of committed work and nobody's work in progress)")
     p.add_argument("--worktree", action="store_true",
                    help="mutate and test the working tree as it is (uncommitted edits included) instead of a commit")
-    p.add_argument("--report", type=Path, default=ROOT / DEFAULT_REPORT,
-                   help=f"JSON report (default {DEFAULT_REPORT}; the markdown goes next to it as .md)")
+    p.add_argument("--report", type=Path, default=None,
+                   help=f"JSON report (default {DEFAULT_REPORT}, with --shard K/N {shard_report_name(1, 4)} "
+                        "for 1/4; the markdown goes next to it as .md)")
     p.add_argument("--equivalent", type=Path, default=ROOT / DEFAULT_EQUIVALENT,
                    help=f"JSON list of survivors argued equivalent (default {DEFAULT_EQUIVALENT} if it exists)")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these sampled ids (repeatable)")
@@ -1213,8 +1367,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="store_true", help="print each command's pytest output")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
-    if (args.generated is None) == (args.recheck is None):
-        p.error("give one of --generated N and --recheck REPORT")
+    modes = [m for m, v in (("--generated", args.generated), ("--recheck", args.recheck), ("--merge", args.merge))
+             if v is not None]
+    if len(modes) != 1:
+        p.error("give one of --generated N, --recheck REPORT and --merge REPORT [REPORT ...]"
+                + (f" (not {' and '.join(modes)} together)" if modes else ""))
+    if args.shard is not None:
+        try:
+            args.shard = parse_shard(args.shard)
+        except ValueError as e:
+            p.error(f"--shard: {e}")
+    if args.merge is not None:
+        clash = [o for o, v in (("--shard", args.shard), ("--dry-run", args.dry_run), ("--only", args.only),
+                                ("--fresh", args.fresh)) if v]
+        if clash:
+            p.error(f"--merge combines finished reports; {', '.join(clash)} does not apply")
+        for path in args.merge:
+            if not path.is_file():
+                p.error(f"--merge: no report at {path}")
+        args.report = args.report if args.report is not None else ROOT / DEFAULT_REPORT
+        if any(path.resolve() == args.report.resolve() for path in args.merge):
+            p.error(f"--merge: the output --report {args.report} is one of the reports merged; name another")
+        return args
+    if args.report is None:
+        args.report = ROOT / (shard_report_name(*args.shard) if args.shard else DEFAULT_REPORT)
     if (args.generated is not None and args.generated < 1) or args.jobs < 1:
         p.error("--generated and --jobs must be >= 1")
     if args.recheck is not None and not args.recheck.is_file():
@@ -1275,6 +1451,8 @@ def _result(m: Mutant, verdict: str, fp: str, src_fp: str, outcome: Outcome | No
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        return merge_main(args)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wy-gen-snapshot-") as snap_name:
         try:
@@ -1297,16 +1475,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             picked = sample(sites, args.generated, args.seed, uniform=args.uniform, min_per_file=args.min_per_file)
             mutants, broken = build_mutants(sources, picked)
+        sample_ids = [s.id for s in picked]
+        if args.shard:  # by position in the whole sample, the same in every shard: shards are disjoint, cover it
+            in_shard = {s.id for s in shard_of(picked, *args.shard)}
+            mutants = [m for m in mutants if m.id in in_shard]
+            broken = [(s, why) for s, why in broken if s.id in in_shard]
         if args.only:
             known = {m.id for m in mutants}
             missing = [i for i in args.only if i not in known]
             if missing:
-                print(f"ids not in the sample: {missing}", file=sys.stderr)
+                where = f" (shard {args.shard[0]}/{args.shard[1]})" if args.shard else ""
+                print(f"ids not in the sample{where}: {missing}", file=sys.stderr)
                 return 2
             mutants = [m for m in mutants if m.id in args.only]
         per_file = Counter(s.file for s in sites)
         chosen = f"rechecking {len(picked)} survivors of {args.recheck}" if args.recheck else \
             f"sampled {len(picked)} (seed {args.seed})"
+        if args.shard:
+            chosen += f"; shard {args.shard[0]}/{args.shard[1]}: {len(mutants)} of them"
         print(f"generated mutants: {len(sites)} sites in {len(per_file)} files of src/{PACKAGE_NAME}; {chosen}: "
               + ", ".join(f"{f} {n}" for f, n in sorted(Counter(m.site.file for m in mutants).items())), flush=True)
         for s, why in broken:
@@ -1343,7 +1529,9 @@ def main(argv: list[str] | None = None) -> int:
                 todo.append(m)
         equivalent = load_equivalent(args.equivalent)
         doc: dict[str, Any] = {
-            "tool": "mutation/generated.py", "n": len(mutants), "seed": args.seed,
+            "tool": "mutation/generated.py", "n": len(mutants), "seed": args.seed, "generated": args.generated,
+            "shard": f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+            "sample_size": len(sample_ids), "sample_ids": sample_ids,
             "recheck_of": str(args.recheck) if args.recheck else None,
             "sampling": "uniform" if args.uniform else f"stratified by file (min {args.min_per_file})",
             "operators": sorted(operators), "sites": len(sites), "sites_per_file": dict(sorted(per_file.items())),

@@ -485,7 +485,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if any(a.split("=")[0] in ("--generated", "--recheck") for a in argv):  # AST mutants, own runner
+    if any(a.split("=")[0] in ("--generated", "--recheck", "--merge") for a in argv):  # AST mutants, own runner
         from .generated import main as generated
 
         return generated(argv)

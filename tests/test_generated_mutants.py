@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -247,3 +248,127 @@ def test_plugin_orders_killers_then_near_tests_then_fast_modules(tmp_path: Path,
     # the killer's module first (killer ahead of its neighbour), the module named near, then by time; untimed last
     assert [i.nodeid for i in items] == ["tests/test_a.py::x", "tests/test_a.py::y", "tests/test_ops.py::o",
                                          "tests/test_b.py::z", "tests/test_new.py::n"]
+
+
+# --------------------------------------------------------------------------- shards and --merge
+
+
+def _ids_of_dry_run(out: str) -> list[str]:
+    return re.findall(r"^(\S+\.py:\d+:\d+:\w+(?:~\d+)?)  \[", out, re.M)
+
+
+def test_shards_partition_the_sample(sites: list[gm.Site], capsys: pytest.CaptureFixture[str]) -> None:
+    picked = gm.sample(sites, 23, seed=5)
+    for n in range(1, 6):
+        shards = [gm.shard_of(picked, k, n) for k in range(1, n + 1)]
+        ids = [s.id for shard in shards for s in shard]
+        assert sorted(ids) == sorted(s.id for s in picked) and len(set(ids)) == len(picked)  # disjoint, the sample
+        assert all(len(shard) in (len(picked) // n, -(-len(picked) // n)) for shard in shards)  # balanced
+    # Through the command line: the same sample in every shard, each shard its positions i % N == K - 1.
+    # One commit for the four runs (the working tree may be edited meanwhile; the sample would move).
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    args = ["--generated", "7", "--seed", "1", "--dry-run", *(["--rev", rev] if rev else ["--worktree"])]
+    assert hand.main(args) == 0
+    whole = _ids_of_dry_run(capsys.readouterr().out)
+    parts = []
+    for k in (1, 2, 3):
+        assert hand.main([*args, "--shard", f"{k}/3"]) == 0
+        out = capsys.readouterr().out
+        assert f"; shard {k}/3: " in out.splitlines()[0]
+        parts.append(_ids_of_dry_run(out))
+    assert len(whole) == 7 and parts == [whole[0::3], whole[1::3], whole[2::3]]
+
+
+@pytest.mark.parametrize("value", ["0/4", "5/4", "1/0", "a/b", "1-4", "", "-1/4", "1/4/2"])
+def test_shard_must_be_k_of_n(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        gm.parse_args(["--generated", "3", f"--shard={value}"])
+    assert exit_.value.code == 2 and "error: --shard: " in capsys.readouterr().err
+
+
+def test_shard_reports_have_their_own_default_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gm.parse_args(["--generated", "3", "--shard", "2/4"]).report == ROOT / "mutants-report.shard-2-of-4.json"
+    assert gm.parse_args(["--generated", "3", "--shard", "1/1"]).report == ROOT / "mutants-report.shard-1-of-1.json"
+    assert gm.parse_args(["--generated", "3"]).report == ROOT / gm.DEFAULT_REPORT
+    assert gm.parse_args(["--generated", "3", "--shard", "2/4", "--report", "x.json"]).report == Path("x.json")
+    a = tmp_path / "a.json"
+    a.write_text("{}")
+    for argv, message in [
+        (["--generated", "3", "--merge", str(a)], "give one of --generated N, --recheck REPORT and --merge"),
+        (["--merge", str(a), "--shard", "1/2"], "--shard does not apply"),
+        (["--merge", str(tmp_path / "none.json")], f"--merge: no report at {tmp_path / 'none.json'}"),
+        (["--merge", str(a), "--report", str(a)], "is one of the reports merged"),
+    ]:
+        with pytest.raises(SystemExit):
+            gm.parse_args(argv)
+        assert message in capsys.readouterr().err, argv
+
+
+def _report(results: list[dict], ids: list[str], *, seed: int = 0, shard: str | None = None) -> dict:
+    """A report as main writes it (the fields --merge checks and markdown reads)."""
+    return {"tool": "mutation/generated.py", "n": len(results), "seed": seed, "generated": len(ids),
+            "shard": shard, "sample_size": len(ids), "sample_ids": ids, "recheck_of": None,
+            "sampling": "stratified by file (min 2)", "operators": sorted(gm.OPERATORS), "sites": 100,
+            "sites_per_file": {}, "sites_per_operator": {}, "fingerprint": "fp", "src_fingerprint": "sfp",
+            "commands": ["python -m pytest tests/"], "jobs": 1, "timeout": 150.0, "timeouts_kill": True,
+            "not_built": [], "equivalent": [], "baseline": {"verdict": "survived", "seconds": 10.0},
+            "results": results, "elapsed": 60.0, "finished": True,
+            "summary": gm.summarize({r["id"]: r for r in results}, [], True)}
+
+
+@pytest.fixture(scope="module")
+def verdicts(sources: dict[str, str], sites: list[gm.Site]) -> list[dict]:
+    mutants, _ = gm.build_mutants(sources, gm.sample(sites, 9, seed=4))
+    cycle = ["killed", "survived", "timeout", "killed", "invalid", "error", "killed", "killed", "survived"]
+    return [gm._result(m, v, "fp", "sfp") for m, v in zip(mutants, cycle)]
+
+
+def _merge(tmp_path: Path, docs: list[dict]) -> tuple[int, list[Path], Path]:
+    paths = []
+    for i, d in enumerate(docs):
+        paths.append(tmp_path / f"shard-{i + 1}.json")
+        paths[-1].write_text(json.dumps(d))
+    out = tmp_path / "merged.json"
+    rc = hand.main(["--merge", *map(str, paths), "--report", str(out), "--equivalent", str(tmp_path / "none.json")])
+    return rc, paths, out
+
+
+def test_merging_the_shards_gives_the_report_of_the_whole_sample(verdicts: list[dict], tmp_path: Path) -> None:
+    ids = [r["id"] for r in verdicts]
+    whole = _report(verdicts, ids)
+    # Shard 2 was interrupted once: a pending result in a rerun-from-scratch copy of shard 2 is
+    # filled from the finished one (the result that exists).
+    shards = [_report(gm.shard_of(verdicts, k, 2), ids, shard=f"{k}/2") for k in (1, 2)]
+    unfinished = _report([{**r, "verdict": "pending"} for r in gm.shard_of(verdicts, 2, 2)], ids, shard="2/2")
+    rc, _, out = _merge(tmp_path, [shards[1], unfinished, shards[0]])
+    assert rc == 0
+    merged = json.loads(out.read_text())
+    assert merged["results"] == whole["results"] and merged["summary"] == whole["summary"]
+    assert merged["n"] == 9 and merged["missing"] == [] and merged["finished"] is True
+    assert [m["shard"] for m in merged["merged_from"]] == ["2/2", "2/2", "1/2"]
+    text = out.with_suffix(".md").read_text()
+    assert "merged from 3 reports" in text and "none missing" in text and "Score: **71.4%**" in text
+    # One shard alone: the other's mutants are missing, the score is over those present.
+    rc, _, out = _merge(tmp_path, [shards[0]])
+    merged = json.loads(out.read_text())
+    assert rc == 0 and merged["missing"] == ids[1::2] and merged["finished"] is False
+    assert "**4 missing**" in out.with_suffix(".md").read_text()
+
+
+def test_merge_refuses_shards_of_another_sample_or_disagreeing(verdicts: list[dict], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    ids = [r["id"] for r in verdicts]
+    one = _report(gm.shard_of(verdicts, 1, 2), ids, shard="1/2")
+    rc, paths, out = _merge(tmp_path, [one, _report(gm.shard_of(verdicts, 2, 2), ids, seed=7, shard="2/2")])
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert f"--merge: {paths[1]} is not of the same sample as {paths[0]}: seed differs (7 there, 0 in" in err
+    rc, paths, _ = _merge(tmp_path, [one, {**one, "src_fingerprint": "other"}])
+    assert rc == 2 and f"{paths[1]} is not of the same sample as {paths[0]}: src_fingerprint differs" in \
+        capsys.readouterr().err
+    flipped = [{**r, "verdict": "survived"} if r["verdict"] == "killed" else r for r in gm.shard_of(verdicts, 1, 2)]
+    rc, paths, _ = _merge(tmp_path, [one, _report(flipped, ids, shard="1/2")])
+    assert rc == 2 and f"--merge: shards disagree on {ids[0]}: killed in {paths[0]}, survived in {paths[1]}" in \
+        capsys.readouterr().err
+    rc, paths, _ = _merge(tmp_path, [one, {"results": []}])
+    assert rc == 2 and f"--merge: {paths[1]} is not a generated-mutant report" in capsys.readouterr().err
