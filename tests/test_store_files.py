@@ -131,3 +131,18 @@ def test_every_real_file_under_another_version_is_refused(tmp_path: Path, versio
         file.write_text(json.dumps({**data, "schema_version": version}))
         with pytest.raises(RegressionFileError, match=f"^{file}: field 'schema_version' is .*cannot read"):
             load(file)
+
+
+@pytest.mark.skipif(not FILES, reason="no files in regressions/ to mutate")
+@pytest.mark.parametrize("cu_seqlens", [[], [5], [0, 5, 3], [0, -1], [0, 0.5]])
+def test_degenerate_offsets_are_refused_naming_the_case(tmp_path: Path, cu_seqlens: list[Any]) -> None:
+    """Offsets that are no packed batch (none, not from 0, decreasing, negative, not integers) in a
+    file's case: refused naming the case, never an error from inside Case (an empty list once raised
+    IndexError there)."""
+    name = sorted(ORIGINALS)[0]
+    data = copy.deepcopy(ORIGINALS[name])
+    data["case"]["cu_seqlens"] = cu_seqlens
+    file = tmp_path / name
+    file.write_text(json.dumps(data))
+    with pytest.raises(RegressionFileError, match=r"'case(\.cu_seqlens|\.T)?'"):
+        load(file)

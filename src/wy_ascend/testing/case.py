@@ -163,6 +163,8 @@ class Case:
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
             object.__setattr__(self, "cu_seqlens", tuple(int(x) for x in self.cu_seqlens))
+            if not self.cu_seqlens:
+                raise ValueError("cu_seqlens must hold the offsets 0, ..., T of a packed batch, got none")
             object.__setattr__(self, "B", 1)
             object.__setattr__(self, "T", self.cu_seqlens[-1])
         for name in ("dtype", "beta_dtype", "g_dtype"):
