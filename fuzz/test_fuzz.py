@@ -196,8 +196,12 @@ def test_oracle(case: Case) -> None:
 def _split_launches(test: Any) -> Any:
     """Both launch shapes split along both task axes, always run: a 3-chunk, 2-head problem under a
     1-block limit (grid: one launch per task) and 1-task launches (core grid); the draws split rarely.
-    A foreign subject: its own grid limit lowered to one block (its host-side split, a launch per task)."""
-    splits = ({"max_blocks": 1},) if FOREIGN else ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1})
+    A foreign subject: its own grid limit lowered to one block (its host-side split, a launch per task),
+    where it has one (``max_blocks`` among its claimed knobs; fla on cuda launches one grid, unsplit)."""
+    if FOREIGN:
+        splits = ({"max_blocks": 1},) if "max_blocks" in (subjects.get(SUBJECT).claims.knobs or ()) else ()
+    else:
+        splits = ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1})
     for knobs in splits:
         test = example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs=knobs, subject=SUBJECT))(test)
     return test

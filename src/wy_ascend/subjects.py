@@ -210,6 +210,8 @@ def _grid_limit(module: types.ModuleType, config: LaunchConfig | None) -> Iterat
     if limit is None:
         yield
         return
+    if not hasattr(module, GRID_LIMIT):
+        raise ValueError(f"knob max_blocks: {module.__name__} has no grid limit ({GRID_LIMIT}) to lower")
     previous = getattr(module, GRID_LIMIT)
     setattr(module, GRID_LIMIT, limit)
     try:
