@@ -180,6 +180,21 @@ def _prepare_pool(config: pytest.Config, run: RunConfig) -> None:
     profiles.POOL_LABELS = sorted(label for e in entries for label in e.labels) if entries else None
 
 
+
+def failure_message(longrepr: Any) -> str:
+    """What a failed test's report says went wrong, in one line: its ``E`` lines (every exception of a
+    group: Hypothesis' several distinct failures, each with its own), else the crash line, else the last
+    line. The last line alone of a group's report is its frame (``+-----``), which says nothing."""
+    if not longrepr:
+        return "failed"
+    lines = str(longrepr).strip().splitlines()
+    cores = [line.strip().lstrip("|").strip() for line in lines]  # a group's members are framed by "|"
+    errors = [e for e in dict.fromkeys(c[1:].strip() for c in cores if c.startswith("E ")) if e]
+    if errors:
+        return " | ".join(errors)[:2000]
+    crash = getattr(longrepr, "reprcrash", None)
+    return crash.message.splitlines()[0] if crash is not None and crash.message else lines[-1]
+
 class FuzzReport:
     """Collects the tally shipped on each test's report and writes the summary and the JSON report.
 
@@ -333,7 +348,7 @@ class FuzzReport:
             self.shipped.setdefault(worker, Counts()).merge({**tally, "failures": failures})
         if prop is not None and report.failed and not self._has_failure(report.nodeid):
             # A failure that never reached the final replay of a property (e.g. a strategy or health-check error).
-            message = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+            message = failure_message(report.longrepr)
             self.unrecorded.append({"property": prop, "regression": None, "message": message, "case": None,
                                     "test": report.nodeid})
 

@@ -367,3 +367,22 @@ def test_the_time_outside_the_properties_is_named() -> None:
     t = breakdown({"oracle": {"time": {"kernel": 80.0}}}, 100.0, 2, 1.0, outside)
     assert set(t["columns"]) == set(RUN_COLUMNS) and set(OUTSIDE_COLUMNS) <= set(t["columns"])
     assert t["columns"]["other"] == 200.0 - 80.0 - 17.0 - 2.0
+
+
+def test_a_group_of_failures_is_reported_by_its_errors_not_its_frame() -> None:
+    """Hypothesis' several distinct failures come as an exception group whose report ends in its frame
+    (``+-----``): the report's message is each member's ``E`` line (a nightly once showed only frames)."""
+    from fuzz.conftest import failure_message
+
+    longrepr = ("  + Exception Group Traceback (most recent call last):\n"
+                "  |   File \"x.py\", line 1, in f\n"
+                "  | ExceptionGroup: Hypothesis found 2 distinct failures. (2 sub-exceptions)\n"
+                "  +-+---------------- 1 ----------------\n"
+                "    | E   wy_ascend.testing.failure.PropertyFailure: dg: 3 elements differ\n"
+                "    +---------------- 2 ----------------\n"
+                "    | E   RuntimeError: CUDA out of memory\n"
+                "    +------------------------------------")
+    message = failure_message(longrepr)
+    assert "dg: 3 elements differ" in message and "CUDA out of memory" in message, message
+    assert failure_message("E   ValueError: bad\nlast line") == "ValueError: bad"
+    assert failure_message(None) == "failed"
