@@ -27,6 +27,8 @@ from wy_ascend.testing.properties import (
     check_oracle,
     check_plan_coverage,
     check_varlen_split,
+    invariance,
+    plan_coverage,
 )
 
 # Every argument passed: a gate, two sequences (2 chunks of BT=16), precomputed chunk_indices.
@@ -135,7 +137,7 @@ def test_strategies_do_not_ask_the_planner_and_a_wrong_refusal_fails(monkeypatch
             raise UnsupportedProblemError("planted: BT=64 refused")
         return real_plan(kernel, **kw)
 
-    monkeypatch.setattr(properties, "plan", refuses_64)
+    monkeypatch.setattr(plan_coverage, "plan", refuses_64)
     assert 64 in draw_many(chunk_sizes("cpu"), 50)  # still drawn
     with pytest.raises(PropertyFailure, match="refuses BT=64"):
         check_plan_coverage(Case(T=100, BT=64))
@@ -147,7 +149,7 @@ def test_a_planner_that_plans_what_does_not_fit_fails(monkeypatch) -> None:
 
     case = Case(T=300, BT=128, device="npu-910B2-A2")  # the backward's 4 BT x BT matrices alone need 256 KiB
     assert check_plan_coverage(case)["bwd"] == {"refused": True}
-    monkeypatch.setattr(properties, "plan", ignores_ub)
+    monkeypatch.setattr(plan_coverage, "plan", ignores_ub)
     with pytest.raises(PropertyFailure, match="bwd: the planner planned BT=128"):
         check_plan_coverage(case)
 
@@ -165,7 +167,7 @@ def test_a_plan_that_runs_a_task_twice_or_never_fails(monkeypatch, edit, expecte
 
     case = Case(T=100, BT=16, HV=2, knobs={"max_tasks": 3})  # 7 chunks x 2 heads in launches of 3 tasks
     assert real_plan("fwd", NT=7, BH=2, BT=16, K=16, V=16, spec=properties.plan_spec(case)).num_launches > 1
-    monkeypatch.setattr(properties, "plan", edited)
+    monkeypatch.setattr(plan_coverage, "plan", edited)
     with pytest.raises(PropertyFailure, match=expected):
         check_plan_coverage(case)
 
@@ -252,7 +254,7 @@ def test_varlen_split_holds_a_fixed_batch_to_its_rows_packed(monkeypatch) -> Non
             out["dg"][0, -1, 0] = torch.nextafter(out["dg"][0, -1, 0], torch.tensor(float("inf")))
         return out
 
-    monkeypatch.setattr(properties, "run_ops", nudged)
+    monkeypatch.setattr(invariance, "run_ops", nudged)
     with pytest.raises(properties.PropertyFailure,
                        match="a fixed batch differs from its rows packed as sequences: dg: 1 elements differ"):
         properties.check_varlen_split(case)

@@ -21,8 +21,9 @@ MOVED = {"w": EXACT["w"].clone(), "u": 3 * EXACT["u"]}
 
 @pytest.fixture
 def chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(properties, "oracle_outputs", lambda inputs: dict(EXACT))
-    monkeypatch.setattr(properties, "nudged_outputs", lambda inputs, dtype: dict(MOVED))
+    # each where it is looked up: oracle_outputs by compare_to_oracle, nudged_outputs by the bounds
+    monkeypatch.setattr(properties.oracle, "oracle_outputs", lambda inputs: dict(EXACT))
+    monkeypatch.setattr(properties.bounds, "nudged_outputs", lambda inputs, dtype: dict(MOVED))
 
 
 def test_each_term_decides_the_bound_where_it_is_largest(chosen) -> None:
@@ -31,7 +32,7 @@ def test_each_term_decides_the_bound_where_it_is_largest(chosen) -> None:
     assert bounds["u"] == {"tol": 2.0, "round_err": 0.0, "sensitivity": 2.0}
     assert properties.error_bounds(None, EXACT, "float32") == {"w": {"tol": FP32_RTOL}, "u": {"tol": FP32_RTOL}}
     # Elsewhere the bound is LOW_PRECISION_FACTOR half-ulps.
-    assert properties._bound("bfloat16", 0.0, 0.0) == LOW_PRECISION_FACTOR * UNIT_ROUNDOFF["bfloat16"] / 2
+    assert properties.bounds._bound("bfloat16", 0.0, 0.0) == LOW_PRECISION_FACTOR * UNIT_ROUNDOFF["bfloat16"] / 2
 
 
 def test_the_comparison_uses_those_bounds(chosen) -> None:

@@ -165,7 +165,7 @@ def test_runner_results_failures_crashes_and_timeouts(tmp_path: Path, hanging: P
         with pytest.raises(PropertyFailure, match="memory_layout needs a case with memory layouts") as info:
             runner.run("memory_layout", case)
         assert isinstance(info.value.__cause__, RemoteTraceback)
-        assert info.traceback[-1].path.name == "properties.py"
+        assert info.traceback[-1].path.name == "invariance.py"  # check_memory_layout
         # The cause prints as the child's traceback, on lines of its own below the parent's.
         child_tb = str(info.value.__cause__)
         assert child_tb.startswith("\nTraceback (most recent call last):") and "in run_property" in child_tb

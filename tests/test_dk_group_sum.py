@@ -72,7 +72,7 @@ def test_a_sum_in_another_order_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_two_compiles_may_round_apart_but_not_swap_heads() -> None:
     """The other grouped-dk way on a compiled backend (``_compile_tolerances``): one bf16 unit in one element of
     65,536 (what the H200 showed in dg) passes; the same outputs with two value heads swapped fail."""
-    from wy_ascend.testing.properties import _bitwise, _compile_tolerances
+    from wy_ascend.testing.properties.invariance import _bitwise, _compile_tolerances
 
     g = torch.Generator().manual_seed(0)
     dg = torch.randn(1, 1024, 64, generator=g).to(torch.bfloat16)
@@ -95,12 +95,12 @@ def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypa
     compiled here); two value heads of its dv swapped fail it on both."""
     import dataclasses
 
-    from wy_ascend.testing import properties
+    from wy_ascend.testing.properties import invariance
 
     if compiled:
-        monkeypatch.setattr(properties, "BACKENDS",
+        monkeypatch.setattr(invariance, "BACKENDS",
                             {**BACKENDS, "cpu": dataclasses.replace(BACKENDS["cpu"], interpret=False)})
-    run_ops = properties.run_ops
+    run_ops = invariance.run_ops
     case = Case(B=1, T=40, H=1, HV=2, K=16, V=16, BT=16, dtype="bfloat16", use_g=True, backend="cpu")
 
     def expanded_changed(change):
@@ -117,12 +117,12 @@ def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypa
     def swap(out):
         out["dv"][:, :, [0, 1]] = out["dv"][:, :, [1, 0]].clone()
 
-    monkeypatch.setattr(properties, "run_ops", expanded_changed(nudge))
+    monkeypatch.setattr(invariance, "run_ops", expanded_changed(nudge))
     if compiled:
         assert check_grouped_heads(case)["dg"]["rel_rms"] > 0
     else:
         with pytest.raises(PropertyFailure, match="dg: 1 elements differ"):
             check_grouped_heads(case)
-    monkeypatch.setattr(properties, "run_ops", expanded_changed(swap))
+    monkeypatch.setattr(invariance, "run_ops", expanded_changed(swap))
     with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys: dv"):
         check_grouped_heads(case)

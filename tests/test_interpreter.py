@@ -328,7 +328,7 @@ def test_each_dot_guard_fails_the_oracle_only_under_the_emulation(mutant, tmp_pa
     with monkeypatch.context() as m:
         # value-preserving where dots never clobber: the oracle passes (the launch check is off here: it
         # sees the ops-level dot_guard_switched_off without the emulation, tests/test_launched_as_asked.py)
-        m.setattr("wy_ascend.testing.properties._launched_as_asked", lambda case, kernel, launches: None)
+        m.setattr("wy_ascend.testing.properties.common._launched_as_asked", lambda case, kernel, launches: None)
         for case in GUARD_CASES:
             check_oracle(case)
     monkeypatch.setenv("WY_ASCEND_EMULATION", "1")

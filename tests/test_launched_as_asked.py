@@ -17,7 +17,7 @@ from wy_ascend import backends, ops
 from wy_ascend.backends import LaunchConfig
 from wy_ascend.testing import properties
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import PropertyFailure, check_launch_invariance, check_oracle, run_ops
+from wy_ascend.testing.properties import PropertyFailure, check_launch_invariance, check_oracle, common, run_ops
 
 pytestmark = pytest.mark.cpu_backend
 
@@ -53,7 +53,7 @@ def test_a_dropped_knob_fails_naming_what_it_should_have_changed(monkeypatch: py
     monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
     with pytest.raises(PropertyFailure, match="not the one the case's knobs|blocks > max_blocks"):
         check_launch_invariance(case)
-    monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
+    monkeypatch.setattr(common, "_launched_as_asked", lambda case, kernel, launches: None)
     check_launch_invariance(case)
 
 
@@ -85,11 +85,11 @@ def test_a_repeated_or_missing_launch_fails(kernel: str, mode: str) -> None:
     case = CASE.replace(knobs={**KNOBS, "mode": mode, **split})
     launches = _launches(case, kernel)
     assert len(launches) >= 2
-    properties._launched_as_asked(case, kernel, launches)
+    common._launched_as_asked(case, kernel, launches)
     with pytest.raises(PropertyFailure, match=r"tasks never and [1-9]\d* more than once"):
-        properties._launched_as_asked(case, kernel, launches + launches[:1])
+        common._launched_as_asked(case, kernel, launches + launches[:1])
     with pytest.raises(PropertyFailure, match=r"run [1-9]\d* of the .* tasks never and 0 more"):
-        properties._launched_as_asked(case, kernel, launches[1:])
+        common._launched_as_asked(case, kernel, launches[1:])
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -102,13 +102,13 @@ def test_a_launch_outside_its_limits_fails(change: dict[str, int], message: str)
     case = CASE.replace(knobs={**KNOBS, "mode": "persistent", "num_cores": 2})
     (call, grid, kw), *rest = _launches(case, "bwd")
     with pytest.raises(PropertyFailure, match=message):
-        properties._launched_as_asked(case, "bwd", [(call, grid, {**kw, **change}), *rest])
+        common._launched_as_asked(case, "bwd", [(call, grid, {**kw, **change}), *rest])
 
 
 def test_a_grid_past_the_block_limit_fails() -> None:
     (call, grid, kw), *rest = _launches(CASE, "fwd")
     with pytest.raises(PropertyFailure, match="blocks > max_blocks 3"):
-        properties._launched_as_asked(CASE, "fwd", [(call, (grid[0] + 3, *grid[1:]), kw), *rest])
+        common._launched_as_asked(CASE, "fwd", [(call, (grid[0] + 3, *grid[1:]), kw), *rest])
 
 
 def test_the_emulation_knob_reaches_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:

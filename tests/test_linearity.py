@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wy_ascend.testing import properties
 from wy_ascend.testing.case import DISTRIBUTIONS, Case
-from wy_ascend.testing.properties import LINEAR_SCALES, PropertyFailure, check_linearity, check_oracle
+from wy_ascend.testing.properties import LINEAR_SCALES, PropertyFailure, check_linearity, check_oracle, linearity
 
 pytestmark = pytest.mark.cpu_backend
 
@@ -27,7 +26,7 @@ def test_every_output_scales_exactly(dist: str, dtype: str) -> None:
 
 def test_a_leak_far_below_the_oracles_bound_fails_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """w taking 2^-22 of u (a v-dependent term in a v-free output): within the oracle's bound, not linear."""
-    run_ops = properties.run_ops
+    run_ops = linearity.run_ops
 
     def leaky(case: Case, inputs, **knobs):
         out = run_ops(case, inputs, **knobs)
@@ -38,7 +37,7 @@ def test_a_leak_far_below_the_oracles_bound_fails_it(monkeypatch: pytest.MonkeyP
         out["w"][..., :n] += u[..., :n] * 2.0**-22
         return out
 
-    monkeypatch.setattr(properties, "run_ops", leaky)
+    monkeypatch.setattr(linearity, "run_ops", leaky)
     case = GROUPED_VARLEN.replace(dtype="float32")
     check_oracle(case)
     with pytest.raises(PropertyFailure, match=r"with v and dw doubled: w: \d+ elements are not 1x"):
@@ -50,7 +49,7 @@ def test_units_apart_counts_units_of_the_dtype() -> None:
     y = x.clone()
     y.view(torch.int16)[1] += 1  # one bf16 unit above 1.0
     y[2] = 2.0
-    apart = properties._units_apart(x, y)
+    apart = linearity._units_apart(x, y)
     assert apart[0] == 0 and apart[3] == 0 and apart[4] == 0
     assert apart[1] == pytest.approx(1.0, rel=1e-6)  # 2^-7 at 1: one unit
     assert apart[2] == pytest.approx(64.0, rel=1e-6)  # 1 apart at magnitude 3: 1 / 2^-6

@@ -21,9 +21,8 @@ from hypothesis.control import current_build_context
 import wy_ascend.ops
 from wy_ascend.cli import main
 from wy_ascend.planning import plan
-from wy_ascend.testing import properties
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import PropertyFailure, run_property
+from wy_ascend.testing.properties import PropertyFailure, common, run_property
 from wy_ascend.testing.store import iter_store, load, record_failure, replay
 
 
@@ -39,7 +38,7 @@ def plant(monkeypatch: pytest.MonkeyPatch, launch_check: bool = False) -> None:
     monkeypatch.setattr(wy_ascend.ops, "plan", _drop_last_launch)
     monkeypatch.setattr(wy_ascend.ops, "_CALLS", OrderedDict())  # no call planned before the plant
     if not launch_check:  # it names the dropped launch first (below); off, the oracle must find it alone
-        monkeypatch.setattr(properties, "_launched_as_asked", lambda case, kernel, launches: None)
+        monkeypatch.setattr(common, "_launched_as_asked", lambda case, kernel, launches: None)
 
 
 def test_the_launch_check_names_the_dropped_launch(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:

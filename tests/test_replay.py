@@ -296,13 +296,14 @@ def test_replay_from_a_checkout_that_is_not_the_imported_package_warns_loudly(
 def test_a_failure_from_the_case_runner_hides_the_raise_frame_from_pytest() -> None:
     """The runner re-raises a child's failure from a module-level frame at the child's line (Hypothesis tells
     failures apart by it); pytest hides that frame, else it prints the whole module above the line as its
-    source (properties.py: ~560 lines a failure)."""
+    source (a property module: some 200 lines a failure)."""
     from _pytest._code import ExceptionInfo
 
-    from wy_ascend.testing import properties, runner
+    from wy_ascend.testing import runner
+    from wy_ascend.testing.properties import invariance
 
     with pytest.raises(PropertyFailure) as info:
-        runner._raise_at(PropertyFailure("w differs"), (properties.__file__, 560))
+        runner._raise_at(PropertyFailure("w differs"), (invariance.__file__, 200))
     assert info.traceback[-1].frame.code.raw.co_name == "<module>"  # raised where the child raised it
     shown = info.traceback.filter(info)
     assert all(entry.frame.code.raw.co_name != "<module>" for entry in shown)

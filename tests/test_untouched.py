@@ -14,9 +14,8 @@ import pytest
 import torch
 
 from wy_ascend import ops
-from wy_ascend.testing import properties
 from wy_ascend.testing.case import MEMORY_ARGS, Case
-from wy_ascend.testing.properties import PropertyFailure, check_oracle, run_property
+from wy_ascend.testing.properties import PropertyFailure, check_oracle, common, run_property
 
 # A partial chunk (A's dead columns hold NaN), grouped heads, a gate, two sequences.
 CASE = Case(cu_seqlens=(0, 7, 20), H=1, HV=2, K=16, V=24, BT=16, use_g=True)
@@ -47,7 +46,7 @@ def test_in_place_edit_of_a_fails_naming_op_and_argument(monkeypatch: pytest.Mon
 def test_the_oracle_alone_misses_it(monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
     """Why the check exists: without it the planted edit passes the oracle property."""
     monkeypatch.setattr(ops, "_aligned", _zero_nans_in_place)
-    monkeypatch.setattr(properties, "_untouched", lambda op, before: None)
+    monkeypatch.setattr(common, "_untouched", lambda op, before: None)
     check_oracle(case)
 
 
@@ -69,7 +68,7 @@ def test_a_write_into_padding_fails(monkeypatch: pytest.MonkeyPatch, case: Case,
 
     def writes_padding(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        properties._bytes(kwargs[name])[0] ^= 1  # the element before the view: padding
+        common._bytes(kwargs[name])[0] ^= 1  # the element before the view: padding
         return out
 
     monkeypatch.setattr(ops, op, writes_padding)

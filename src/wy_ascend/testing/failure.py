@@ -1,5 +1,5 @@
 """How a property says it does not hold: ``PropertyFailure`` with its metrics (a module of its own, so
-that property modules besides properties.py raise it without importing that one)."""
+that property modules outside the properties package (testing/scaling.py) raise it without importing it)."""
 
 from __future__ import annotations
 

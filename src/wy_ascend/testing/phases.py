@@ -1,6 +1,6 @@
 """Seconds per phase of the case running in this process, for the fuzz report's time breakdown.
 
-The phases (properties.py): ``inputs`` (building the case's inputs and arguments), ``kernel``
+The phases (the properties package, testing/properties/): ``inputs`` (building the case's inputs and arguments), ``kernel``
 (the ops calls), ``oracle`` (the float64 reference) and ``comparison`` (metrics and tolerances).
 ``with phase("kernel"): ...`` (or ``@phase("oracle")`` on a function) adds the block's seconds
 to that phase, less those of any phase nested in it: each second counts once, in the innermost

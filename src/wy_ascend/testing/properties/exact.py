@@ -1,0 +1,50 @@
+"""The float64 oracle on exactly the inputs a kernel saw (``oracle_outputs``), on the GPU where there is
+one and on the host when it is out of memory (``_on_float64_device``). Its own module because both the
+bounds (the exact outputs of nudged inputs, ``bounds.nudged_outputs``) and the oracle property
+(``oracle.compare_to_oracle``) evaluate it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from ... import reference
+from ..case import Inputs, float64_device
+from ..phases import phase
+
+T = TypeVar("T")
+
+
+def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:
+    """The float64 oracle on exactly the kernel's inputs (given A), by output name.
+
+    It runs on ``float64_device`` (on a GPU, so that GPU runs do not wait on a host oracle
+    for every large case), and on the host when the GPU has no memory left for the float64
+    copies."""
+    return _on_float64_device(lambda device: _oracle_on(inputs, device), inputs.k.device)
+
+
+def _on_float64_device(fn: Callable[[torch.device], T], device: torch.device) -> T:
+    """``fn(float64_device(device))``, or ``fn(host)`` when that GPU is out of memory."""
+    f64_device = float64_device(device)
+    if f64_device.type != "cpu":
+        try:
+            return fn(f64_device)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    return fn(torch.device("cpu"))
+
+
+@phase("oracle")
+def _oracle_on(inputs: Inputs, device: torch.device) -> dict[str, torch.Tensor | None]:
+    def f64(x: torch.Tensor) -> torch.Tensor:
+        return x.to(device=device, dtype=torch.float64)
+
+    k, v, beta, A, dw, du = (f64(x) for x in (inputs.k, inputs.v, inputs.beta, inputs.A, inputs.dw, inputs.du))
+    g = f64(inputs.g) if inputs.g is not None else None
+    # cu_seqlens as given: the oracle's layout reads them on the host (no device read if given there).
+    w, u = reference.wy_fwd(k, v, beta, A, g, inputs.cu_seqlens)
+    dk, dv, dbeta, dg = reference.wy_bwd_given_A(k, v, beta, A, dw, du, g, inputs.cu_seqlens)
+    return dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
