@@ -61,3 +61,58 @@ def test_a_property_that_builds_no_tensor_reserves_nothing(tmp_path, monkeypatch
     monkeypatch.setattr(dm, "ledger_for", lambda case: (_ for _ in ()).throw(AssertionError("ledger read")))
     with reserved_for(Case(backend="cuda"), "plan_coverage"):
         pass
+
+
+def test_out_of_memory_beside_others_runs_again_alone(tmp_path, monkeypatch) -> None:
+    """An out-of-memory error while other processes hold reservations is no verdict: the case runs again
+    holding the whole budget, after the others released theirs, the allocator's cache returned before each
+    release; out of memory alone, or any other error, is the case's own and is raised."""
+    import torch
+
+    import wy_ascend.testing.device_memory as dm
+
+    ledger = Ledger("test", 100, directory=tmp_path)
+    returned: list[int] = []
+    monkeypatch.setattr(dm, "ledger_for", lambda case: ledger)
+    monkeypatch.setattr(dm, "case_bytes", lambda case: 20)
+    monkeypatch.setattr(dm, "_return_cached", lambda case: returned.append(1))
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Event()
+    other = ctx.Process(target=_hold, args=(str(tmp_path), 50, 1.0, started))
+    other.start()
+    assert started.wait(30)
+    calls: list[dict[str, int]] = []
+
+    def run() -> str:
+        calls.append(json.loads(ledger.path.read_text()))
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.14 GiB")
+        return "ok"
+
+    assert dm.run_within_memory(Case(backend="cuda"), "oracle", run) == "ok"
+    other.join()
+    assert len(calls) == 2 and sorted(calls[0].values()) == [20, 50]
+    assert list(calls[1].values()) == [100]  # alone: the whole budget, the other process gone
+    assert returned == [1, 1]
+
+    def never_fits() -> None:
+        raise RuntimeError("Triton Error [CUDA]: out of memory")
+
+    try:
+        dm.run_within_memory(Case(backend="cuda"), "oracle", never_fits)
+    except RuntimeError as e:
+        assert "out of memory" in str(e)
+    else:
+        raise AssertionError("an out-of-memory error alone on the device was swallowed")
+    seen: list[int] = []
+
+    def wrong() -> None:
+        seen.append(1)
+        raise ValueError("a property failure")
+
+    try:
+        dm.run_within_memory(Case(backend="cuda"), "oracle", wrong)
+    except ValueError:
+        assert seen == [1]  # not run again
+    else:
+        raise AssertionError("a failure was swallowed")

@@ -20,8 +20,9 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from .case import Case
 from .phases import phase
@@ -29,6 +30,7 @@ from .phases import phase
 BUDGET_FRACTION = 0.8  # of the device's memory: the rest for CUDA contexts, Triton's modules and fragmentation
 MIN_RESERVATION = 512 * 2**20  # a case's floor: its launches' modules and the allocator's first blocks
 POLL_S = 0.2
+T = TypeVar("T")
 LEDGER_ENV = "WY_ASCEND_DEVICE_LEDGER_DIR"  # where the ledgers live (default: the temporary directory)
 
 
@@ -109,16 +111,56 @@ NO_TENSORS = frozenset({"plan_coverage"})  # properties that build no tensor: th
 
 
 @contextlib.contextmanager
-def reserved_for(case: Case, prop: str | None = None) -> Iterator[None]:
-    """``case``'s reservation for a run of property ``prop`` on its backend's device for the block;
-    nothing on the cpu backend or for a property in NO_TENSORS (in the H200 nightly plan_coverage's
-    cases waited 104 s for room they never used)."""
+def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> Iterator[None]:
+    """``case``'s reservation for a run of property ``prop`` on its backend's device for the block (with
+    ``alone``, the whole budget: it waits until no other process holds any); nothing on the cpu backend or
+    for a property in NO_TENSORS (in the H200 nightly plan_coverage's cases waited 104 s for room they never
+    used). Before the reservation goes, the allocator's cached blocks go back to the device: a process
+    that kept them held memory no ledger entry named (an H200 nightly ran out of memory beside three
+    processes holding 55, 33 and 27 GiB)."""
     ledger = ledger_for(case) if prop not in NO_TENSORS else None
     if ledger is None:
         yield
         return
-    with ledger.reserved(case_bytes(case)):
-        yield
+    with ledger.reserved(ledger.budget if alone else case_bytes(case)):
+        try:
+            yield
+        finally:
+            _return_cached(case)
+
+
+def _return_cached(case: Case) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()  # tensors held only by reference cycles (a failure's traceback frames) first
+    if case.backend == "npu":
+        torch.npu.empty_cache()  # type: ignore[attr-defined]
+    else:
+        torch.cuda.empty_cache()
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is the device running out of memory (torch's allocator, or a kernel launch's
+    "out of memory" from Triton's driver)."""
+    import torch
+
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower()
+
+
+def run_within_memory(case: Case, prop: str | None, run: Callable[[], T]) -> T:
+    """``run()`` under ``case``'s reservation. Out of memory beside other processes' cases is no verdict
+    (the estimate or another process's use was off): the case runs again alone on the device, where an
+    out-of-memory error is its own (the case does not fit the device)."""
+    try:
+        with reserved_for(case, prop):
+            return run()
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is out of memory on a shared device
+        if not out_of_memory(error) or ledger_for(case) is None or prop in NO_TENSORS:
+            raise
+    with reserved_for(case, prop, alone=True):
+        return run()
 
 
 def ledger_for(case: Case) -> Ledger | None:

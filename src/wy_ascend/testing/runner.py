@@ -31,6 +31,7 @@ and one pickled reply over a pipe (~0.3 ms).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -50,7 +51,7 @@ from ..env import number
 from ..errors import WyAscendError
 from .case import Case
 from .child import DEVICE_ENV, bind_device, die_with_parent
-from .device_memory import reserved_for
+from .device_memory import run_within_memory
 
 TIMEOUT_ENV = "WY_ASCEND_CASE_TIMEOUT"  # seconds a case may run in the child (overrides the caller's default)
 LOG_ENV = "WY_ASCEND_CASE_LOG"  # default log file of the child's stderr (fuzz/conftest.py sets it per worker)
@@ -613,8 +614,8 @@ def _serve(channel: _Channel) -> None:
         take()  # nothing timed before the case is its time
         cpu, kernels = time.process_time(), compiled_kernels()
         try:
-            with reserved_for(case, prop):  # beside every other process's cases on this device (device_memory.py)
-                metrics = run_property(prop, case)
+            # beside every other process's cases on this device; out of memory there: again alone (device_memory.py)
+            metrics = run_within_memory(case, prop, functools.partial(run_property, prop, case))
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
             tb = e.__traceback__
             frames = traceback.extract_tb(tb) if tb is not None else []
