@@ -136,3 +136,30 @@ def test_a_launch_that_bypasses_tritons_run_is_keyed_from_its_arguments() -> Non
         _offset_constexpr[(1,)](x, OFFSET=3, BLOCK=BLOCK)
     assert len(launches) == 2 and launches[0] == launches[1]
     assert dict(launches[0].specialization)["OFFSET"] == "=3"
+
+
+def test_a_launch_is_keyed_from_upstream_triton_s_per_device_binder(monkeypatch) -> None:
+    """Triton 3.3 on (the cuda backend's upstream Triton 3.6) keeps a binder per device in
+    ``device_caches`` that returns one (type, specialization) pair per parameter: keyed by parameter
+    as triton-ascend 3.2's binder is (an H200 nightly failed every compiles case on ``jit.binder``,
+    which 3.6 does not have). The pairs are the ones 3.6's binder returned for this signature."""
+    import types
+
+    from triton.runtime import driver
+
+    from wy_ascend.testing import compiles
+
+    def binder(*args, **kwargs):
+        n = args[2]
+        return None, [("*fp32", "D"), ("i32", None), ("i32", "D" if n % 16 == 0 else ""), ("constexpr", 16)], \
+            {"num_warps": 4}
+
+    params = [types.SimpleNamespace(name=n) for n in ("x", "T", "n", "BT")]
+    jit = types.SimpleNamespace(device_caches={0: ({}, {}, None, None, binder)}, params=params,
+                                fn=types.SimpleNamespace(__name__="k"))
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(get_current_device=lambda: 0), raising=False)
+    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
+    key32, options = compiles._named_key(jit, (None, 17, 32), {})
+    key33, _ = compiles._named_key(jit, (None, 18, 33), {})
+    assert key32 == (("x", "*fp32:D"), ("T", "i32"), ("n", "i32:D"), ("BT", "=16")) and options == "num_warps=4"
+    assert compiles.differing([key32, key33]) == {"n": ["i32:D", "i32:"]}

@@ -59,7 +59,36 @@ def differing(specs: list[tuple[tuple[str, str], ...]]) -> dict[str, list[str]]:
 
 def _named_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[tuple[str, str], ...], str]:
     """The cache key Triton's binder gives a launch of ``jit`` with ``args``/``kwargs``, each part named by its
-    parameter: the binder returns the runtime parameters' types, then the specialized ones' classes, then
+    parameter (``_key_of_binder``: triton 3.2, triton-ascend's; ``_key_of_device_binder``: triton 3.3 on,
+    upstream's, whose JITFunction keeps a binder per device instead)."""
+    if getattr(jit, "binder", None) is None and hasattr(jit, "device_caches"):
+        return _key_of_device_binder(jit, args, kwargs)
+    return _key_of_binder(jit, args, kwargs)
+
+
+def _options(excess: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(excess.items()) if k not in ("grid", "warmup"))
+
+
+def _key_of_device_binder(jit: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """Triton 3.3 on: ``device_caches[device]`` ends in the binder, which returns the bound arguments, one
+    (type, specialization) pair per parameter (``("constexpr", value)`` for a constexpr, a None
+    specialization for one not specialized) and the launch options."""
+    from triton.runtime import driver
+
+    binder = jit.device_caches[driver.active.get_current_device()][-1]
+    _, specialization, excess = binder(*args, **kwargs)
+    if len(specialization) != len(jit.params):
+        raise RuntimeError(f"Triton's binder of {jit.fn.__name__} returned a key of an unknown layout; "
+                           "this module follows triton 3.6's create_function_from_signature")
+    parts = {p.name: f"={spec!r}" if kind == "constexpr" else str(kind) if spec is None else f"{kind}:{spec}"
+             for p, (kind, spec) in zip(jit.params, specialization)}
+    return tuple(parts.items()), _options(excess)
+
+
+def _key_of_binder(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """Triton 3.2: the binder returns the runtime parameters' types, then the specialized ones' classes, then
     the constexpr values (JITFunction.create_binder's order)."""
     _, sig_and_spec, constexpr_vals, _, excess = jit.binder(*args, **kwargs)
     runtime = [p for p in jit.params if not p.is_constexpr]
@@ -73,8 +102,7 @@ def _named_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     for p, c in zip(specialized, classes):
         parts[p.name] += f":{c}"
     parts.update({p.name: f"={v!r}" for p, v in zip(constexprs, constexpr_vals)})
-    options = ", ".join(f"{k}={v!r}" for k, v in sorted(excess.items()) if k not in ("grid", "warmup"))
-    return tuple(parts.items()), options
+    return tuple(parts.items()), _options(excess)
 
 
 @cache
@@ -160,7 +188,7 @@ def _install() -> None:
 
     def recorded_run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
         if _RECORDS:
-            if self.binder is None:
+            if getattr(self, "binder", False) is None:  # triton 3.2 makes it at the first run (3.3 on: per device)
                 from triton.compiler import make_backend
                 from triton.runtime import driver
 
