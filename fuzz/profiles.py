@@ -59,7 +59,8 @@ DEFAULT_BACKEND = "cpu"
 DEFAULT_REPORT = "fuzz-report.json"
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_NAMES = ("oracle", "launch_invariance", "memory_layout", "varlen_split", "grouped_heads", "widened_gates",
-                  "containment", "linearity", "plan_coverage", "bad_input", "compiles", "index_width", "perf")
+                  "containment", "linearity", "plan_coverage", "bad_input", "compiles", "index_width", "differential",
+                  "perf")
 PERF = "perf"  # the device-time property: only the perf profile runs it, and it runs nothing else
 
 # Cases can be slow (interpreter) and large (many sequences); neither is a test smell here.
@@ -129,9 +130,11 @@ NO_EXPLAIN = frozenset({"index_width"})
 # compiles: two op calls of a small split case, ~0.3 s of CPU. index_width: a real-size problem (2**31
 # elements and more) under the interpreter's address audit, 0.1-2 s for wy_ascend; a foreign subject's
 # own host copies (fla-ascend's transposed gates: 4.4 GiB written) take up to ~15 s.
+# differential: the case on wy_ascend and on fla-core's kernels of the platform (fla-ascend on the cpu: ~1 s
+# of CPU a case more than the oracle's), 6 cases, ~3% of the ci run's CPU.
 CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varlen_split": 30, "grouped_heads": 30,
                "widened_gates": 25, "containment": 30, "linearity": 25, "plan_coverage": 1000, "bad_input": 250,
-               "compiles": 8, "index_width": 4}
+               "compiles": 8, "index_width": 4, "differential": 6}
 # A foreign subject's ci budget (the other profiles scale it as they scale CI_EXAMPLES): fla-ascend on the
 # interpreter, 2 workers on the 2-core CPU, within 4 minutes.
 # fla-ascend's interpreted kernels cost ~1 s of CPU a case at half wy_ascend's task budget (its backward
@@ -139,7 +142,7 @@ CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varl
 # workers on the 2-core machine under a load of 5-7 (bad_input and widened_gates skipped: known defects).
 FOREIGN_EXAMPLES = {"oracle": 40, "launch_invariance": 15, "memory_layout": 10, "varlen_split": 15,
                     "grouped_heads": 15, "widened_gates": 15, "containment": 15, "linearity": 15, "bad_input": 60,
-                    "compiles": 8, "index_width": 2}
+                    "compiles": 8, "index_width": 2, "differential": 10}
 NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
                       max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
@@ -158,13 +161,15 @@ PROFILES: dict[str, Profile] = {
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
         # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.
-        Profile("nightly", "accelerator, long", {k: v * 20 for k, v in CI_EXAMPLES.items() if k != "index_width"},
+        # differential at 4x, not 20x: fla on cuda autotunes 9 configs at each new shape (~10 s a case on an H200).
+        Profile("nightly", "accelerator, long",
+                {k: v * (4 if k == "differential" else 20) for k, v in CI_EXAMPLES.items() if k != "index_width"},
                 NIGHTLY_SIZES,
                 kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
         Profile("large", "accelerator, sizes near device memory, few examples",
                 {"oracle": 6, "launch_invariance": 4, "memory_layout": 2, "varlen_split": 3, "grouped_heads": 3,
                  "widened_gates": 2, "containment": 3, "linearity": 2, "plan_coverage": 100, "bad_input": 50,
-                 "compiles": 2, "index_width": 2},
+                 "compiles": 2, "index_width": 2, "differential": 2},
                 LARGE_SIZES, kind="large", accelerator=True),
         # 24 shapes of issue 13's grid, each timed forward and backward (and fla-core's where installed):
         # ~1 min of first-call compiles and autotuning plus ~1 s of timing a shape on an H200.

@@ -143,6 +143,14 @@ KNOWN: tuple[Known, ...] = (
     Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
           lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
 )
+# fla-core 0.6.0's Triton kernels for GPUs (docs/findings-fla.md), found by the cuda nightly's fla runs.
+FLA_CUDA = ("fla", "0.6.0")
+KNOWN += (
+    Known(*FLA_CUDA, "oracle-ec988a9f0192.json",  # float32 dots at TF32 (w and the backward's; u's at fp32)
+          lambda c: c.dtype == "float32", frozenset({"oracle", "differential"})),
+    Known(*FLA_CUDA, "memory_layout-9e527edf870c.json",  # neither op has input_guard: views read as contiguous
+          lambda c: any(layout != "offset" for layout in c.memory.values())),
+)
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
 

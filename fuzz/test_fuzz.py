@@ -45,7 +45,7 @@ from wy_ascend.env import switch
 from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
-from wy_ascend.testing.properties import CORRUPTIONS, run_property, specialization_labels, widened
+from wy_ascend.testing.properties import CORRUPTIONS, peer_case, run_property, specialization_labels, widened
 from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
 from wy_ascend.testing.shrink import failing_block
 
@@ -290,6 +290,24 @@ def test_compiles(case: Case) -> None:
 @given(case=index_width_cases(BACKEND, SUBJECT))
 def test_index_width(case: Case) -> None:
     check("index_width", case)
+
+
+def _peerless(test: Any) -> Any:
+    """Skip mark where no peer implementation runs on the run's backend here (fla-core not installed)."""
+    if subjects.peer(SUBJECT, BACKEND) is not None:
+        return test
+    return pytest.mark.skip(reason=f"no peer of subject {SUBJECT!r} on backend {BACKEND!r} here "
+                                   "(fla-core: pip install '.[upstream]')")(test)
+
+
+@_peerless
+@PROFILE.settings_for("differential")
+@given(case=_cases())
+def test_differential(case: Case) -> None:
+    """The case on the run's subject and on its peer (wy_ascend <-> fla-core's kernels of the platform)."""
+    peer = peer_case(case)
+    assume(peer is not None and known_defect("differential", peer) is None)
+    check("differential", case)
 
 
 @PROFILE.settings_for("perf")

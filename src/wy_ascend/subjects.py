@@ -267,6 +267,20 @@ SUBJECTS: dict[str, Subject] = {
 }
 
 
+# The foreign subject of each platform: wy_ascend's peer in the differential property (testing/properties).
+PLATFORM_PEERS = {"cpu": "fla-ascend", "npu": "fla-ascend", "cuda": "fla"}
+
+
+def peer(name: str, backend: str) -> Subject | None:
+    """The other implementation of the ops that runs on ``backend``: a foreign subject's is wy_ascend,
+    wy_ascend's is fla-core's kernels of that platform (``PLATFORM_PEERS``) where fla-core is installed;
+    None where there is none."""
+    other = get(DEFAULT) if get(name).foreign else SUBJECTS.get(PLATFORM_PEERS.get(backend, ""))
+    if other is None or backend not in other.backends or (other.foreign and other.version is None):
+        return None
+    return other
+
+
 def get(name: str | None) -> Subject:
     """The subject called ``name`` (None: the default); ValueError naming the known ones."""
     subject = SUBJECTS.get(name or DEFAULT)

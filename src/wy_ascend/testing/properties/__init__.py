@@ -35,7 +35,8 @@ The properties live one family to a module, where a reader would look for one: `
 backend, device and inputs, the UB model, ``run_ops`` and the checks every run of the ops makes),
 ``exact`` (the float64 oracle), ``bounds`` (the tolerances above), ``oracle``, ``invariance``
 (launch_invariance, memory_layout, varlen_split, widened_gates, grouped_heads), ``containment``,
-``linearity``, ``plan_coverage``, ``bad_input`` and ``perf``; compiles and index_width live in
+``linearity``, ``plan_coverage``, ``bad_input``, ``perf`` and ``differential`` (one case on its subject and on
+a peer implementation); compiles and index_width live in
 testing/scaling.py. This module holds the registry (``PROPERTIES``, ``run_property``) and re-exports
 the names other code imports from ``wy_ascend.testing.properties``; a test that patches a name patches
 it in the module that looks it up.
@@ -81,6 +82,7 @@ from .common import (
     widest_tile,
 )
 from .containment import check_containment, poisoned_block
+from .differential import check_differential, claimed, peer_case
 from .exact import oracle_outputs
 from .invariance import (
     PARTITION_KNOBS,
@@ -101,11 +103,12 @@ __all__ = [
     "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "PARTITION_KNOBS", "PROPERTIES",
     "UNIT_ROUNDOFF", "WY_ASCEND_ONLY", "Blocks", "Corruption", "Metrics", "Precisions", "PropertyFailure", "Seen",
     "applies", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
+    "check_differential",
     "check_grouped_heads", "check_index_width", "check_launch_invariance", "check_linearity", "check_memory_layout",
     "check_oracle", "check_perf", "check_plan_coverage", "check_varlen_split", "check_widened_gates",
     "compare_to_oracle", "device_of", "error_bounds", "nudged_outputs", "oracle_outputs", "plan_spec", "plannable",
     "poisoned_block", "precisions", "rel_rms", "run_ops", "run_property", "specialization_labels", "subject_of",
-    "supported", "ub_need", "widened", "widest_tile",
+    "supported", "ub_need", "widened", "widest_tile", "claimed", "peer_case",
 ]
 
 
@@ -139,6 +142,7 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "perf": check_perf,
     "compiles": check_compiles,
     "index_width": check_index_width,
+    "differential": check_differential,
 }
 
 
