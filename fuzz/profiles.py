@@ -210,18 +210,21 @@ def for_subject(profile: Profile, subject: str) -> Profile:
     (FOREIGN_EXAMPLES, the profile's multiple of ci's), sizes at half the task budget that also draw K/V
     below 16 (strategies.SMALL_DIMS), no pool (it is wy_ascend's compiles), and the properties tied to
     wy_ascend's internals skipped with their reason (properties.WY_ASCEND_ONLY)."""
-    from wy_ascend.testing.properties import WY_ASCEND_ONLY
+    from wy_ascend.testing.properties import PARTITION_KNOBS, WY_ASCEND_ONLY
 
     if not subjects.get(subject).foreign:
         return profile
     if PERF in profile.examples:
         raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
+    skipped = dict(WY_ASCEND_ONLY)
+    if not set(subjects.get(subject).claims.knobs or ()) & set(PARTITION_KNOBS):
+        skipped["launch_invariance"] = "it takes no launch knob that re-partitions its work"
     scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
     examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items() if prop in profile.examples}
     return dataclasses.replace(
         profile, examples=examples, pool=None,
         sizes=profile.sizes.scaled(small_dims=SMALL_DIMS, max_tasks=max(1, profile.sizes.max_tasks // 2)),
-        skips={prop: f"property {prop!r} does not apply to subject {subject!r}: {why}" for prop, why in WY_ASCEND_ONLY.items()})
+        skips={prop: f"property {prop!r} does not apply to subject {subject!r}: {why}" for prop, why in skipped.items()})
 
 
 def select(profile: str | None = None, backend: str | None = None, subject: str | None = None) -> RunConfig:

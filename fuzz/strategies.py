@@ -150,6 +150,8 @@ KNOWN += (
           lambda c: c.dtype == "float32", frozenset({"oracle", "differential"})),
     Known(*FLA_CUDA, "memory_layout-9e527edf870c.json",  # neither op has input_guard: views read as contiguous
           lambda c: any(layout != "offset" for layout in c.memory.values())),
+    Known(*FLA_CUDA, "widened_gates-259772790a3d.json",  # w rounds k*beta to k's dtype before the gate factor
+          lambda c: c.use_g and c.dtype != "float32", frozenset({"widened_gates"})),
 )
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 

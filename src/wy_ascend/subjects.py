@@ -14,9 +14,9 @@ Built in:
   ``fla/ops/gated_delta_rule/backends/triton_ascend/wy_fast.py`` (``recompute_w_u_fwd_npu``,
   ``prepare_wy_repr_bwd_npu``): on ``npu`` natively, on ``cpu`` under triton-ascend's
   interpreter (with this project's Ascend emulation, interpreter.py).
-* ``fla``: fla-core's Triton kernels for GPUs, ``fla/ops/gated_delta_rule/wy_fast.py``, on ``cuda``.
-  Not on ``cpu``: called under triton-ascend 3.2's interpreter with the shims below, fla's device
-  dispatch fails before any kernel runs (tried; ``Subject.backends`` says where each runs).
+* ``fla``: fla-core's Triton kernels for GPUs, ``fla/ops/gated_delta_rule/wy_fast.py``, on ``cuda``,
+  and on ``cpu`` under the interpreter without the Ascend emulation (a GPU's dots do not clobber;
+  the out-of-bounds, race and wrap checks of every device stay).
 
 fla-core comes from the ``upstream`` extra (``pip install .[upstream]``) and is imported, never
 copied. The adapter (``_fla_calls``) passes the arguments through in fla's layouts (the same as
@@ -152,9 +152,13 @@ class _StubDriver:
         return {"num_aicore": self.cores, "num_vectorcore": 2 * self.cores}
 
     def get_benchmarker(self) -> Callable[..., Any]:
-        from triton.testing import do_bench
+        return _untimed
 
-        return do_bench
+
+def _untimed(fn: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+    """An autotuner's benchmark on the cpu, where no config is faster than another (the interpreter runs
+    every config's program alike): every config takes 0, so it keeps its first, without running any."""
+    return [0.0] * len(quantiles) if quantiles else 0.0
 
 
 _STUB = _StubDriver()
@@ -163,11 +167,18 @@ _STUB = _StubDriver()
 @contextlib.contextmanager
 def cpu_shims(num_cores: int | None = None) -> Iterator[None]:
     """What fla-core needs of a device that a CPU lacks, for the block only: the stub driver as
-    Triton's active one, ``torch.npu.current_device`` (where torch has no ``npu``), and
-    ``ASCEND_UB_CAPACITY_BITS`` (where unset). ``num_cores``: the AI cores its launches see."""
-    from triton.runtime import driver
+    Triton's active one (an autotuner's benchmark keeps its first config: ``_untimed``),
+    ``torch.npu.current_device`` (where torch has no ``npu``), ``ASCEND_UB_CAPACITY_BITS`` (where
+    unset), and the interpreter dropping every launch option of an autotuner's config.
+    ``num_cores``: the AI cores its launches see."""
+    from triton import Config
+    from triton.runtime import driver, interpreter
 
     previous_driver = driver.active
+    previous_reserved = list(interpreter.RESERVED_KWS)
+    # An autotuner's config passes every launch option to the kernel; the interpreter drops only some
+    # (RESERVED_KWS), and fla's configs reach it with the others (num_buffers_warp_spec, ...).
+    interpreter.RESERVED_KWS[:] = sorted(set(previous_reserved) | set(Config({}).all_kwargs()))
     had_npu = hasattr(torch, "npu")
     previous_ub = os.environ.get("ASCEND_UB_CAPACITY_BITS")
     driver.set_active(_STUB)  # type: ignore[arg-type]
@@ -180,6 +191,7 @@ def cpu_shims(num_cores: int | None = None) -> Iterator[None]:
         yield
     finally:
         driver.set_active(previous_driver)
+        interpreter.RESERVED_KWS[:] = previous_reserved
         if not had_npu:
             del torch.npu  # type: ignore[attr-defined]
         if previous_ub is None:
@@ -220,7 +232,10 @@ def _grid_limit(module: types.ModuleType, config: LaunchConfig | None) -> Iterat
         setattr(module, GRID_LIMIT, previous)
 
 
-def _fla_calls(module_name: str, fwd: str, bwd: str) -> Callable[[str], tuple[Forward, Backward]]:
+def _fla_calls(module_name: str, fwd: str, bwd: str, ascend: bool) -> Callable[[str], tuple[Forward, Backward]]:
+    """The calls of fla-core's ``fwd``/``bwd`` in ``module_name``; on the cpu under the shims, with the
+    Ascend emulation for Ascend kernels (``ascend``) and without it for GPU kernels, whose dots do not
+    clobber (the rules of every device stay: interpreter.py)."""
     def calls(backend: str) -> tuple[Forward, Backward]:
         module = _fla_module(module_name, backend)
         forward_fn, backward_fn = getattr(module, fwd), getattr(module, bwd)
@@ -228,7 +243,13 @@ def _fla_calls(module_name: str, fwd: str, bwd: str) -> Callable[[str], tuple[Fo
         @contextlib.contextmanager
         def around(config: LaunchConfig | None) -> Iterator[None]:
             cores = config.num_cores if config is not None else None
-            with cpu_shims(cores) if backend == "cpu" else contextlib.nullcontext(), _grid_limit(module, config):
+            if backend != "cpu":
+                with _grid_limit(module, config):
+                    yield
+                return
+            from .interpreter import ascend_semantics
+
+            with cpu_shims(cores), ascend_semantics(ascend), _grid_limit(module, config):
                 yield
 
         def forward(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, A: torch.Tensor,
@@ -259,9 +280,10 @@ SUBJECTS: dict[str, Subject] = {
         Subject(DEFAULT, tuple(BACKENDS), Claims(), _wy_ascend_calls, _version("wy_ascend"),
                 "this project's ops"),
         Subject("fla-ascend", ("npu", "cpu"), FLA_ASCEND_CLAIMS,
-                _fla_calls(FLA_ASCEND_MODULE, "recompute_w_u_fwd_npu", "prepare_wy_repr_bwd_npu"),
+                _fla_calls(FLA_ASCEND_MODULE, "recompute_w_u_fwd_npu", "prepare_wy_repr_bwd_npu", ascend=True),
                 _version(FLA_DIST), f"fla-core's Ascend kernels ({FLA_ASCEND_MODULE})"),
-        Subject("fla", ("cuda",), FLA_CLAIMS, _fla_calls(FLA_MODULE, "recompute_w_u_fwd", "prepare_wy_repr_bwd"),
+        Subject("fla", ("cuda", "cpu"), FLA_CLAIMS,
+                _fla_calls(FLA_MODULE, "recompute_w_u_fwd", "prepare_wy_repr_bwd", ascend=False),
                 _version(FLA_DIST), f"fla-core's Triton kernels ({FLA_MODULE})"),
     )
 }
