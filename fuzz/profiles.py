@@ -217,8 +217,11 @@ def for_subject(profile: Profile, subject: str) -> Profile:
     if PERF in profile.examples:
         raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
     skipped = dict(WY_ASCEND_ONLY)
-    if not set(subjects.get(subject).claims.knobs or ()) & set(PARTITION_KNOBS):
+    taken = set(subjects.get(subject).claims.knobs or ())
+    if not taken & set(PARTITION_KNOBS):
         skipped["launch_invariance"] = "it takes no launch knob that re-partitions its work"
+    if "max_blocks" not in taken:
+        skipped["compiles"] = "it has no grid limit of its own to lower, so no call of the suite's sizes splits its launch"
     scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
     examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items() if prop in profile.examples}
     return dataclasses.replace(

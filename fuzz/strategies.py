@@ -152,6 +152,9 @@ KNOWN += (
           lambda c: any(layout != "offset" for layout in c.memory.values())),
     Known(*FLA_CUDA, "widened_gates-259772790a3d.json",  # w rounds k*beta to k's dtype before the gate factor
           lambda c: c.use_g and c.dtype != "float32", frozenset({"widened_gates"})),
+    Known(*FLA_CUDA, "widened_gates-2663ec4dbc31.json", _narrow_g,  # the backward's exp2 of g in g's dtype
+          frozenset({"widened_gates"})),
+    Known(*FLA_CUDA, "bad_input-7d893b3a8690.json", None, frozenset({"bad_input"})),  # no argument is validated
 )
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
@@ -277,8 +280,9 @@ def launch_knobs(
     if keep_tiles:
         values = {k: v for k, v in values.items() if k not in TILE_KNOBS}
     knobs = dict(draw(st.fixed_dictionaries({}, optional=values)))
-    if require_partition and not any(k in knobs for k in PARTITION_KNOBS):
-        name = draw(st.sampled_from([k for k in PARTITION_KNOBS if k in values]))
+    partitions = [k for k in PARTITION_KNOBS if k in values]  # none for a subject without such knobs (fla)
+    if require_partition and partitions and not any(k in knobs for k in PARTITION_KNOBS):
+        name = draw(st.sampled_from(partitions))
         knobs[name] = draw(values[name])
     if knobs.get("lowp_dot") and "dot_guard" not in knobs:
         knobs["dot_guard"] = draw(values["dot_guard"])  # half of them the cuda variant whole: unguarded too

@@ -46,7 +46,7 @@ from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
 from wy_ascend.testing.properties import CORRUPTIONS, peer_case, run_property, specialization_labels, widened
-from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout
+from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout, device_fault
 from wy_ascend.testing.shrink import failing_block
 
 RUN = current()
@@ -82,9 +82,10 @@ def _record(prop: str, case: Case, error: BaseException, what: str = "minimal ca
     TALLY.fail(prop, path, message if what.startswith("minimal case") else f"({what}) {message}", case.to_dict())
 
 
-# Properties whose first crash or timeout this process has recorded before shrinking it: shrinking
-# a hang costs the time limit per candidate (900 s on a device), so a run cut short (a CI step's
-# limit, a dead device) still leaves the case it saw, as libFuzzer writes a crash at once.
+# Properties whose first crash, timeout or device fault this process has recorded before shrinking it:
+# shrinking a hang costs the time limit per candidate (900 s on a device), so a run cut short (a CI step's
+# limit, a dead device) still leaves the case it saw, as libFuzzer writes a crash at once; a device fault
+# may not replay alike (runner.device_fault), and Hypothesis then drops the case as flaky.
 _LOST_RECORDED: set[str] = set()
 
 
@@ -169,7 +170,7 @@ def check(prop: str, case: Case) -> None:
         if current_build_context().is_final:
             stored, what = _one_block(run, prop, case, error)
             _record(prop, stored, error, what)
-        elif isinstance(error, CaseLost) and prop not in _LOST_RECORDED:
+        elif (isinstance(error, CaseLost) or device_fault(error)) and prop not in _LOST_RECORDED:
             _LOST_RECORDED.add(prop)
             _record(prop, case, error, "first seen, unshrunk")
         raise

@@ -333,3 +333,18 @@ def test_the_fork_servers_start_timeout_ends_with_its_start(tmp_path: Path) -> N
     with CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=True, backend="cpu") as runner:
         runner.run("plan_coverage", PLAN_CASE)
         assert runner._zygote is not None and runner._zygote.sock.gettimeout() is None
+
+
+def test_a_device_fault_is_told_from_a_result_or_a_refusal() -> None:
+    """A kernel's fault on a device (recorded at once by the fuzz run: its replays may differ) against the
+    errors a case may raise that are no fault."""
+    from wy_ascend.testing.failure import PropertyFailure
+    from wy_ascend.testing.runner import device_fault
+
+    faults = [RuntimeError("CUDA error: an illegal memory access was encountered"),
+              RuntimeError("Triton Error [CUDA]: unspecified launch failure"),
+              RuntimeError("CUDA error: device-side assert triggered"), type("AcceleratorError", (RuntimeError,), {})("x")]
+    others = [PropertyFailure("kernel differs from the float64 oracle: dk: rel_rms 5.3"),
+              ValueError("k must be 4-D"), RuntimeError("CUDA out of memory. Tried to allocate 4.14 GiB")]
+    assert all(device_fault(e) for e in faults)
+    assert not any(device_fault(e) for e in others)

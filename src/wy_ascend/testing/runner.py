@@ -459,6 +459,19 @@ def _is_property_failure(error: BaseException) -> bool:
     return isinstance(error, PropertyFailure)
 
 
+# What a device's runtime says when a kernel faulted: the context is unusable after it, and a replay of the
+# same case may fault again or return other values (an H200 nightly: an illegal memory access, then wrong
+# gradients, and Hypothesis dropped the case as flaky).
+DEVICE_FAULTS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
+                 "misaligned address", "aicore exception", "aicore error")
+
+
+def device_fault(error: BaseException) -> bool:
+    """Whether ``error`` is a kernel's fault on a device (``DEVICE_FAULTS``), not a result or a refusal."""
+    text = f"{type(error).__name__}: {error}".lower()
+    return type(error).__name__ == "AcceleratorError" or any(fault in text for fault in DEVICE_FAULTS)
+
+
 def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> NoReturn:
     """Raise ``error`` from a frame at ``origin`` (the file and line the child raised it at), so
     that Hypothesis, which tells failures apart by where they were raised, sees the child's place;
