@@ -141,6 +141,18 @@ def test_known_mark_passes_while_the_defect_reproduces_and_fails_loudly_when_it_
     assert replay(stored, subject="wy_ascend") == {"w": {"rel_rms": 0.0}}
 
 
+def test_a_known_defect_passing_on_another_backend_than_its_own_is_not_fixed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A defect found on cuda (fla's TF32 dots) passes on the cpu, where no dot is TF32: that says nothing
+    of the defect (no KnownDefectFixed); the metrics name the backend it is known on."""
+    path = _known(tmp_path, Case(T=20, subject=FLA, backend="cuda"), PropertyFailure("recorded", {}))
+    stored = load(path)
+    assert stored.backend == "cuda"
+    monkeypatch.setattr(store, "run_property", lambda prop, c: {"w": {"rel_rms": 0.0}})
+    metrics = replay(stored, backend="cpu")
+    assert metrics["known_elsewhere"]["found_on"] == "cuda" and metrics["w"] == {"rel_rms": 0.0}
+
+
 def test_a_malformed_known_mark_is_refused(tmp_path: Path) -> None:
     path = _known(tmp_path, Case(T=20, subject=FLA), PropertyFailure("recorded", {}), reason="")
     with pytest.raises(Exception, match="field 'known"):

@@ -584,7 +584,8 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
 
     A file marked known, replayed on its own subject, inverts that: it returns ``{"known": {reason,
     still_fails}}`` while it fails as recorded (the same failure type) and raises KnownDefectFixed
-    when it passes."""
+    when it passes on the backend it was found on; on another backend a pass says nothing of the
+    defect (TF32 dots exist on a GPU only): its metrics, with ``known_elsewhere`` naming that backend."""
     case = stored.case.on(backend) if backend else stored.case
     case = case.replace(subject=subject) if subject else case
 
@@ -601,6 +602,8 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
         if type(e).__name__ != stored.failure["type"]:
             raise
         return {"known": {"reason": stored.known["reason"], "still_fails": f"{type(e).__name__}: {e}"[:500]}}
+    if (case.backend or "cpu") != stored.backend:
+        return {**metrics, "known_elsewhere": {"reason": stored.known["reason"], "found_on": stored.backend}}
     raise KnownDefectFixed(
         f"{stored.path} is marked known ({stored.known['reason']}) but no longer fails on subject {case.subject} "
         f"{subjects.get(case.subject).version}: the defect is gone; remove the file's 'known' mark (and the file "
