@@ -413,3 +413,16 @@ def test_a_case_too_large_for_the_interpreter_is_unavailable_there(tmp_path) -> 
     assert unavailable(load(path), "cuda") is None
     small = record_failure("oracle", big.replace(T=16 * INTERPRETER_TASKS), PropertyFailure("x"), directory=tmp_path)
     assert unavailable(load(small), "cpu") is None
+
+
+def test_the_interpreter_s_budget_counts_tiles_and_op_runs(tmp_path) -> None:
+    """Wide K or V and properties that run the ops twice cost the interpreter more per task: the H200
+    varlen_split find (4,320 tasks at K=256, packed and alone) took 4 min 16 s on the cpu, past the budget."""
+    from wy_ascend.testing.properties import PropertyFailure
+    from wy_ascend.testing.store import INTERPRETER_TASKS, interpreter_tasks, load, record_failure, unavailable
+
+    case = Case(B=1, T=16 * (INTERPRETER_TASKS // 4), BT=16, K=256, V=16, backend="cuda")  # 2048 tasks
+    assert interpreter_tasks("oracle", case) == 2048 * 2.5 and interpreter_tasks("varlen_split", case) == 2048 * 5
+    assert unavailable(load(record_failure("oracle", case, PropertyFailure("x"), directory=tmp_path)), "cpu") is None
+    twice = load(record_failure("varlen_split", case, PropertyFailure("x"), directory=tmp_path))
+    assert "past the interpreter" in unavailable(twice, "cpu") and unavailable(twice, "cuda") is None
