@@ -552,7 +552,7 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
 # The most (chunk, value head) tasks a replay runs on an interpreting backend: ~5 ms a task and op there, so
 # about a minute and a half; the H200 nightly's million-token find (65,536 tasks) took 6 minutes on the cpu.
 # Counted in tasks of one 64-wide K tile and one V tile, op run by op run (``interpreter_tasks``): an H200
-# varlen_split find of 4,020 tasks at K=256, packed and each sequence alone, took 4 min 16 s on the cpu.
+# varlen_split find of 4,320 tasks at K=256, packed and each sequence alone, took 4 min 16 s on the cpu.
 INTERPRETER_TASKS = 8192
 # Properties that run the ops twice on the case's size (the second run a variant of the first).
 TWO_RUNS = frozenset({"launch_invariance", "memory_layout", "varlen_split", "widened_gates", "grouped_heads",
