@@ -80,6 +80,7 @@ from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Pro
 from wy_ascend import subjects
 from wy_ascend.env import number, switch
 from wy_ascend.testing import runner
+from wy_ascend.testing.child import share_cores, xdist_workers
 
 _KEY = "wy_fuzz"
 _WORKER_KEY = "wy_fuzz_worker"
@@ -149,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     bound = bind_worker_device(run.backend)
+    share_cores(None if hasattr(config, "workerinput") else xdist_workers(config.getoption("numprocesses", None)))
     _check_backend(run.backend)
     _prepare_pool(config, run)
     config.option.hypothesis_show_statistics = True

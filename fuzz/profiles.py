@@ -4,7 +4,7 @@
 profile    runs on     what it does
 =========  ==========  ===========================================================================
 ci         CPU         derandomized (the same examples every run, no database), a fixed budget
-                       that finishes in about 2 min 15 s on an idle 2-core machine (2 xdist workers, store left to regress).
+                       that finishes in about 40 s on an idle 2-core machine (2 xdist workers, store left to regress).
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
                        HV up to 32, one case in eight an accelerator-sized one (see ``large``);
@@ -119,10 +119,11 @@ class Profile:
 NO_EXPLAIN = frozenset({"index_width"})
 
 
-# Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers): the whole
-# properties take ~4.5 min of CPU time, so about 2 min 15 s of wall time on an idle machine (136 s at
-# e71c00d, `.ci/run`'s fuzz line, the store left out) and longer on one shared with other jobs
-# (fuzz-report.json's cpu_seconds per property tells which to trim).
+# Budgets measured on the 2-core CPU (`nox -s fuzz -- --profile ci`, 2 xdist workers, each process one
+# thread: testing/child.py share_cores): 1,589 cases, 53 s of CPU time, 38 s of wall time on an idle machine,
+# longer on one shared with other jobs (fuzz-report.json's cpu_seconds per property tells which to trim).
+# The per-case figures below were measured before share_cores, when two threads a process spun against the
+# other worker's: about 4x the CPU time of now, in the same proportions.
 # memory_layout: two op runs a case at a quarter of the task budget, ~1 s of CPU (about the oracle's
 # case): 12 cases add ~7% of the CPU time. Each case lays out about half of its arguments, so each
 # argument is laid out in ~6 cases, and an ignored stride fails any case that lays that argument out.
@@ -137,9 +138,9 @@ CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varl
                "compiles": 8, "index_width": 4, "differential": 6}
 # A foreign subject's ci budget (the other profiles scale it as they scale CI_EXAMPLES): fla-ascend on the
 # interpreter, 2 workers on the 2-core CPU, within 4 minutes.
-# fla-ascend's interpreted kernels cost ~1 s of CPU a case at half wy_ascend's task budget (its backward
-# is six launches of mostly unfused kernels): 137 cases, 158 s of CPU, 3 min 26 s of wall time with 2
-# workers on the 2-core machine under a load of 5-7 (bad_input and widened_gates skipped: known defects).
+# fla-ascend's interpreted kernels cost about twice wy_ascend's CPU a case at half its task budget (its
+# backward is six launches of mostly unfused kernels): 147 cases, 27 s of CPU, 20 s of wall time with 2
+# workers on the idle 2-core machine (bad_input and widened_gates skipped: known defects).
 FOREIGN_EXAMPLES = {"oracle": 40, "launch_invariance": 15, "memory_layout": 10, "varlen_split": 15,
                     "grouped_heads": 15, "widened_gates": 15, "containment": 15, "linearity": 15, "bad_input": 60,
                     "compiles": 8, "index_width": 2, "differential": 10}
@@ -157,7 +158,7 @@ NIGHTLY_POOL = 24
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("ci", "CPU CI: derandomized, fixed budget (~2 min 15 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
+        Profile("ci", "CPU CI: derandomized, fixed budget (~40 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
         # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.

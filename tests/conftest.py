@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pytest
 import torch
 
+from wy_ascend.testing.child import share_cores, xdist_workers
 from wy_ascend.testing.properties import DEVICE_OF
 
 RUN_BACKEND = os.environ.get("WY_ASCEND_BACKEND", "cpu")  # the run's, whatever a test sets later
@@ -55,6 +56,8 @@ def _cpu_backend_refusal() -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # each xdist worker its share of the cores (set in the controller, before the workers start: testing/child.py)
+    share_cores(None if hasattr(config, "workerinput") else xdist_workers(config.getoption("numprocesses", None)))
     config.addinivalue_line("markers", "cpu_backend: runs the cpu backend (skipped where this process cannot)")
     config.addinivalue_line("markers", "cpu_interpreter: runs the cpu backend in a process of its own (a fuzz run, "
                             "a case runner's child, a replay; skipped where triton-ascend's interpreter is missing)")

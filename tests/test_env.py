@@ -88,3 +88,31 @@ def test_no_setting_is_read_around_the_readers() -> None:
             if (compared.search(line) or converted.search(line)) and not any(v in line for v in OWN_CHECK):
                 offenders.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
     assert not offenders
+
+
+def test_each_process_takes_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """share_cores: the cores over the xdist workers, at least one, or WY_ASCEND_THREADS (a whole number > 0,
+    else an error naming it); torch's threads here, the pools' variables (where unset) for later processes."""
+    import os
+
+    import torch
+
+    from wy_ascend.testing import child
+
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in child.THREAD_VARS})
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    before = torch.get_num_threads()
+    try:
+        assert child.share_cores(4) == 2 and torch.get_num_threads() == 2
+        assert all(os.environ[var] == "2" for var in child.THREAD_VARS)
+        os.environ["OMP_NUM_THREADS"] = "5"  # a user's own setting stays
+        assert child.share_cores(16) == 1 and os.environ["OMP_NUM_THREADS"] == "5"
+        os.environ[child.THREADS_ENV] = "3"
+        assert child.share_cores(4) == 3
+        os.environ[child.THREADS_ENV] = "0"
+        with pytest.raises(ValueError, match=f"^{child.THREADS_ENV} must be a whole number of threads > 0"):
+            child.share_cores(4)
+    finally:
+        torch.set_num_threads(before)
+    assert child.xdist_workers("auto") == 8 and child.xdist_workers(3) == 3 and child.xdist_workers(None) == 1
+    assert child.xdist_workers(0) == 1
