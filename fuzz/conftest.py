@@ -150,7 +150,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     bound = bind_worker_device(run.backend)
-    share_cores(None if hasattr(config, "workerinput") else xdist_workers(config.getoption("numprocesses", None)))
+    if run.backend == "cpu" and not hasattr(config, "workerinput"):  # before the workers start (testing/child.py)
+        share_cores(xdist_workers(config.getoption("numprocesses", None)))
     _check_backend(run.backend)
     _prepare_pool(config, run)
     config.option.hypothesis_show_statistics = True

@@ -56,8 +56,8 @@ def _cpu_backend_refusal() -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # each xdist worker its share of the cores (set in the controller, before the workers start: testing/child.py)
-    share_cores(None if hasattr(config, "workerinput") else xdist_workers(config.getoption("numprocesses", None)))
+    if RUN_BACKEND == "cpu" and not hasattr(config, "workerinput"):  # before the workers start (testing/child.py)
+        share_cores(xdist_workers(config.getoption("numprocesses", None)))
     config.addinivalue_line("markers", "cpu_backend: runs the cpu backend (skipped where this process cannot)")
     config.addinivalue_line("markers", "cpu_interpreter: runs the cpu backend in a process of its own (a fuzz run, "
                             "a case runner's child, a replay; skipped where triton-ascend's interpreter is missing)")

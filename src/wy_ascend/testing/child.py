@@ -1,7 +1,7 @@
-"""What every helper process of the fuzz suite does first: bind its parent's accelerator, die with
-its parent, and take its share of the cores. Shared by the case runner's children (``runner``) and
-the compile warm-up's workers (``warm``), so neither reaches into the other; the pytest workers of
-the tests and the fuzz suite take their share too (``share_cores``)."""
+"""What every helper process of the fuzz suite does first: bind its parent's accelerator and die
+with its parent. Shared by the case runner's children (``runner``) and the compile warm-up's
+workers (``warm``), so neither reaches into the other. And how many threads the processes of a
+cpu run take (``share_cores``, set once by the pytest controller for every process it starts)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ THREADS_ENV = "WY_ASCEND_THREADS"  # torch's intra-op threads a process uses (de
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def share_cores(workers: int | None = None) -> int:
-    """Give this process, and the processes it starts, their share of the machine's cores: the cores over
-    the pytest-xdist workers running at once (``workers``; default: this worker's count), at least one, or
-    ``WY_ASCEND_THREADS``. Sets torch's intra-op threads here and, where unset, ``THREAD_VARS`` for the
-    processes started after (workers, case runners), whose libraries size their pools at load. Each
-    process taking every core made two workers on two cores spin against each other: the ci fuzz profile
-    ran in 152 s, and in 40 s with one thread each. Returns the threads."""
+def share_cores(workers: int) -> int:
+    """Give the processes this one starts (pytest-xdist workers, and through them case runners and
+    warm-up workers) their share of the machine's cores: the cores over the ``workers`` running at once,
+    at least one, or ``WY_ASCEND_THREADS``; ``THREAD_VARS`` where unset (their libraries size their pools
+    at load) and torch's threads here. Each process taking every core made two workers on two cores spin
+    against each other: the ci fuzz profile ran in 152 s, and in 38 s with one thread each. Returns the
+    threads. The cpu backend's runs only: a device run's host threads are left as they were (not measured
+    on a device)."""
     from ..env import number
 
-    workers = workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     threads = number(THREADS_ENV, max(1, (os.cpu_count() or 1) // workers), int, "threads", positive=True)
     for var in THREAD_VARS:
         os.environ.setdefault(var, str(threads))

@@ -50,7 +50,7 @@ from typing import IO, Any, NoReturn
 from ..env import number
 from ..errors import WyAscendError
 from .case import Case
-from .child import DEVICE_ENV, bind_device, die_with_parent, share_cores
+from .child import DEVICE_ENV, bind_device, die_with_parent
 from .device_memory import run_within_memory
 
 TIMEOUT_ENV = "WY_ASCEND_CASE_TIMEOUT"  # seconds a case may run in the child (overrides the caller's default)
@@ -615,7 +615,6 @@ def _serve(channel: _Channel) -> None:
     from .phases import take
     from .properties import run_property
 
-    share_cores()
     print(f"=== case runner pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", file=sys.stderr,
           flush=True)
     channel.send(("ready", os.getpid()))

@@ -37,7 +37,7 @@ import torch
 from ..backends import BACKENDS
 from ..env import number
 from .case import Case
-from .child import DEVICE_ENV, bind_device, die_with_parent, share_cores
+from .child import DEVICE_ENV, bind_device, die_with_parent
 from .device_memory import case_bytes, ledger_for
 
 JOBS_ENV = "WY_ASCEND_COMPILE_JOBS"
@@ -116,7 +116,6 @@ def _worker_setup(builds: Any) -> None:
     os.environ["FLA_CACHE_RESULTS"] = "0"
     die_with_parent()
     bind_device(os.environ.get(DEVICE_ENV))
-    share_cores()
 
 
 def run_config(subject: Any, device: torch.device, make_calls: Callable[[], Calls], op: str, provider: str,
