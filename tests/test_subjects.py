@@ -57,11 +57,13 @@ def test_fla_ascend_matches_the_oracle_through_the_adapter(case: Case) -> None:
 
 
 def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
-    """The subject's ops are fla-core's functions: its forward's output equals a direct call's, bit for bit."""
-    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
-
+    """The subject's ops are fla-core's functions: its forward's output equals a direct call's, bit for bit.
+    (fla is imported by the subject, under its shims: imported first and bare, it finds no Triton driver on
+    a CPU, which once made this test fail alone and pass after any other that imported fla.)"""
     x = Case(T=16, HV=2, use_g=True, subject=FLA).build_inputs()
     forward, _ = subjects.get(FLA).ops("cpu")
+    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
+
     w, u = forward(x.k, x.v, x.beta, x.A, x.g)
     with subjects.cpu_shims():
         w2, u2 = wy_fast.recompute_w_u_fwd_npu(x.k, x.v, x.beta, x.A, g=x.g)
