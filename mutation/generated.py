@@ -86,10 +86,12 @@ Verdicts: ``killed`` (a command failed: pytest exit 1 or 2, or it crashed with a
 than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict within
 ``--timeout`` s for both commands; counted as killed when the baseline took less than the
 timeout, as CI would time out too), ``invalid`` (the mutated package does not import; not
-counted), ``error`` (anything else: the guard, SIGKILL, a usage error; not counted, rerun on
-resume). Score = (killed + timeout) / (killed + timeout + survived); with ``--equivalent
-FILE`` (JSON ``[{"id" or "key", "reason"}]``, default mutation/equivalent.json when it
-exists) the survivors argued equivalent are left out of the denominator as well.
+counted), ``error`` (anything else: the guard, SIGKILL, a usage error, or a kill whose first failing
+test fails alone on the unmutated tree, an order-dependent test that the killers-first order would credit
+with every mutant: ``Runner.passes_alone``; not counted, rerun on resume).
+Score = (killed + timeout) / (killed + timeout + survived); with ``--equivalent FILE`` (JSON
+``[{"id" or "key", "reason"}]``, default mutation/equivalent.json when it exists) the survivors
+argued equivalent are left out of the denominator as well.
 
 Report: ``--report PATH`` (default mutants-report.json in the repository root, with ``--shard
 K/N`` mutants-report.shard-K-of-N.json, so that shards do not overwrite each other) and the same
@@ -114,6 +116,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import difflib
 import hashlib
@@ -132,6 +135,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -840,6 +844,7 @@ class Runner:
         self.order: dict[str, Any] = {"durations": {}, "priority": []}
         self.killers: dict[str, Counter[str]] = defaultdict(Counter)  # file -> killing test -> count
         self.command_kills: dict[str, Counter[int]] = defaultdict(Counter)  # file -> command index -> kills
+        self.alone: dict[str, bool] = {}  # "command index:test id" -> passes run alone unmutated (passes_alone)
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen[str]] = set()
         self.stopping = False
@@ -885,9 +890,10 @@ class Runner:
         path.write_text(json.dumps(doc))
         return path
 
-    def run(self, mutant: Mutant | None, timeout: float | None) -> Outcome:
-        """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline)."""
-        start = time.monotonic()
+    @contextlib.contextmanager
+    def _workspace(self, mutant: Mutant | None) -> Iterator[tuple[Path, dict[str, str]]]:
+        """A temporary copy of the snapshot's src/ with ``mutant`` applied (None: unmutated), the guard
+        plugins and a store seeded with the real regressions; the directory and the commands' env."""
         name = mutant.id.replace("/", "_").replace(":", "_") if mutant else "baseline"
         with tempfile.TemporaryDirectory(prefix=f"wy-gen-{name[:60]}-") as tmp_name:
             tmp = Path(tmp_name)
@@ -902,7 +908,28 @@ class Runner:
             store.mkdir()
             for f in sorted((self.snapshot / "regressions").glob("*.json")):
                 shutil.copy2(f, store / f.name)
-            env = self._env(tmp, src)
+            yield tmp, self._env(tmp, src)
+
+    def passes_alone(self, killer: str, command_index: int) -> bool:
+        """Whether test ``killer`` passes run alone on the unmutated tree (once per test). One that fails
+        alone passed the baseline's full run only after the tests before it; run first (earlier killers
+        go first) it fails on every mutant: a fla-core test that imported fla bare took 22 false kills."""
+        key = f"{command_index}:{killer}"
+        with self.lock:
+            if key in self.alone:
+                return self.alone[key]
+        with self._workspace(None) as (tmp, env):
+            env["WY_GEN_IMPORT_ALL"] = "0"
+            step = self._one_command([killer, *self.commands[command_index][1:]], env, tmp, None)
+        with self.lock:
+            self.alone[key] = step.verdict == "survived"
+        return self.alone[key]
+
+    def run(self, mutant: Mutant | None, timeout: float | None) -> Outcome:
+        """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline). A kill
+        whose first failing test fails alone on the unmutated tree (``passes_alone``) is no verdict."""
+        start = time.monotonic()
+        with self._workspace(mutant) as (tmp, env):
             order = self._order_file(tmp, mutant.site.file if mutant else None)
             if order is not None:
                 env["WY_GEN_ORDER"] = str(order)
@@ -924,8 +951,13 @@ class Runner:
                     outcome.command = self.command_line(cmd)
                     outcome.command_index = i
                     break
-            outcome.seconds = time.monotonic() - start
-            return outcome
+        killer = outcome.killer
+        if (mutant is not None and outcome.verdict == "killed" and killer and "::" in killer
+                and not self.passes_alone(killer, outcome.command_index or 0)):
+            outcome.verdict, outcome.killer = "error", None
+            outcome.detail = f"its first failing test {killer} fails alone on the unmutated tree (order-dependent): no verdict"
+        outcome.seconds = time.monotonic() - start
+        return outcome
 
     def _one_command(self, cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None) -> Outcome:
         gen_report = Path(env["WY_GEN_REPORT"])

@@ -372,3 +372,32 @@ def test_merge_refuses_shards_of_another_sample_or_disagreeing(verdicts: list[di
         capsys.readouterr().err
     rc, paths, _ = _merge(tmp_path, [one, {"results": []}])
     assert rc == 2 and f"--merge: {paths[1]} is not a generated-mutant report" in capsys.readouterr().err
+
+
+def test_a_kill_by_a_test_that_fails_alone_unmutated_is_no_verdict(tmp_path: Path, sources: dict[str, str],
+                                                                   sites: list[gm.Site],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The killers of a file run first on its next mutants; a test that fails when run alone (it passed in
+    the baseline only after the tests before it) would then kill every mutant. Its kill is an error (no
+    verdict, rerun on resume), checked once per test on the unmutated tree; a test that passes alone keeps
+    its kill."""
+    (tmp_path / "src" / "wy_ascend").mkdir(parents=True)
+    (tmp_path / "regressions").mkdir()
+    runner = gm.Runner(tmp_path, gm.parse_args(["--generated", "1", "--worktree"]))
+    mutant = gm.make_mutant(sites[0], sources[sites[0].file])
+    alone_runs: list[list[str]] = []
+
+    def one_command(cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None) -> gm.Outcome:
+        if "::" in cmd[0]:  # the killer alone, unmutated
+            alone_runs.append(cmd)
+            return gm.Outcome("killed" if "order_dependent" in cmd[0] else "survived", 0.1)
+        return gm.Outcome("killed", 0.1, "failed", killer)
+
+    monkeypatch.setattr(runner, "_one_command", one_command)
+    killer = "tests/test_x.py::test_order_dependent"
+    for _ in range(2):
+        outcome = runner.run(mutant, None)
+        assert outcome.verdict == "error" and outcome.killer is None and "fails alone" in outcome.detail
+    killer = "tests/test_x.py::test_real"
+    assert runner.run(mutant, None).verdict == "killed"
+    assert [c[0] for c in alone_runs] == ["tests/test_x.py::test_order_dependent", "tests/test_x.py::test_real"]
