@@ -91,3 +91,20 @@ def test_shared_narrow_tiles_match_the_oracle_on_cuda(monkeypatch, name) -> None
     BK, BV = _tiles("cuda", case.K, case.V)
     assert BK == BV < LOWP_MIN_TILE
     check_oracle(case)
+
+
+def test_every_cuda_launch_option_is_one_triton_takes() -> None:
+    """Whatever shape a cuda launch has, its warps are a power of two in [1, 32] and its stages >= 1
+    (upstream Triton refuses other warp counts at launch, on a device only: a CPU run never launches one,
+    so a mutant setting NARROW_WARPS = 5 passed every CPU test)."""
+    from wy_ascend.backends import CUDA_CONFIGS, search_configs
+
+    options = set(CUDA_CONFIGS)
+    for kernel in ("fwd", "bwd"):
+        for BT in (16, 32, 64, 128):
+            for BK in (16, 32, 64, 128):
+                for BV in (16, 32, 64, 128):
+                    for lowp in (False, True):
+                        options.update(search_configs(launch_warps(kernel, BT, BK, BV, lowp), autotune=True))
+    bad = {(w, s) for w, s in options if not (1 <= w <= 32 and w & (w - 1) == 0 and s >= 1)}
+    assert not bad, f"cuda launch options Triton refuses: {sorted(bad)}"
