@@ -348,3 +348,21 @@ def test_a_device_fault_is_told_from_a_result_or_a_refusal() -> None:
               ValueError("k must be 4-D"), RuntimeError("CUDA out of memory. Tried to allocate 4.14 GiB")]
     assert all(device_fault(e) for e in faults)
     assert not any(device_fault(e) for e in others)
+
+
+def test_a_helper_whose_parent_is_gone_before_it_asked_to_die_with_it_exits(monkeypatch) -> None:
+    """die_with_parent: the kernel's death signal covers a parent that dies after the request; one already
+    gone (the child reparented to init, pid 1) must end the child at once, or it outlives the fuzz worker
+    (a generated mutant comparing the parent's pid with 0 survived every CI test)."""
+    import os
+
+    from wy_ascend.testing import child
+
+    exits: list[int] = []
+    monkeypatch.setattr(os, "_exit", lambda code: exits.append(code))
+    monkeypatch.setattr(os, "getppid", lambda: 1)
+    child.die_with_parent()
+    assert exits == [1]
+    monkeypatch.setattr(os, "getppid", lambda: 4242)
+    child.die_with_parent()
+    assert exits == [1]
