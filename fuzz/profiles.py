@@ -218,10 +218,10 @@ def for_subject(profile: Profile, subject: str) -> Profile:
     if PERF in profile.examples:
         raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
     skipped = dict(WY_ASCEND_ONLY)
-    taken = set(subjects.get(subject).claims.knobs or ())
-    if not taken & set(PARTITION_KNOBS):
+    claims = subjects.get(subject).claims
+    if not any(claims.takes(knob) for knob in PARTITION_KNOBS):
         skipped["launch_invariance"] = "it takes no launch knob that re-partitions its work"
-    if "max_blocks" not in taken:
+    if not claims.takes("max_blocks"):
         skipped["compiles"] = "it has no grid limit of its own to lower, so no call of the suite's sizes splits its launch"
     scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
     examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items() if prop in profile.examples}

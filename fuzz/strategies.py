@@ -232,7 +232,7 @@ def subject_knob_values(subject: str, backend: str, large: bool = False) -> dict
     """A foreign subject's knobs (``Claims.knobs``): ``max_blocks`` lowers its own grid limit (its
     host-side launch split), ``num_cores`` (cpu only: what its stub device reports) its core grid."""
     values = {name: value for name, value in knob_values(backend, 16, large).items()
-              if name in (subjects.get(subject).claims.knobs or ())}
+              if subjects.get(subject).claims.takes(name)}
     if backend != "cpu":
         values.pop("num_cores", None)
     return values

@@ -200,7 +200,7 @@ def _split_launches(test: Any) -> Any:
     A foreign subject: its own grid limit lowered to one block (its host-side split, a launch per task),
     where it has one (``max_blocks`` among its claimed knobs; fla on cuda launches one grid, unsplit)."""
     if FOREIGN:
-        splits = ({"max_blocks": 1},) if "max_blocks" in (subjects.get(SUBJECT).claims.knobs or ()) else ()
+        splits = ({"max_blocks": 1},) if subjects.get(SUBJECT).claims.takes("max_blocks") else ()
     else:
         splits = ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1})
     for knobs in splits:

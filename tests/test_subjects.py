@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -56,14 +57,18 @@ def test_fla_ascend_matches_the_oracle_through_the_adapter(case: Case) -> None:
     assert all(metrics[name]["rel_rms"] <= 1e-5 for name in ("w", "u", "dk", "dv", "dbeta"))
 
 
+def _fla_ascend_module() -> Any:
+    """fla-core's Ascend module as the subject imports it, under its shims: imported bare on a CPU it finds
+    no Triton driver, and a test importing it so failed alone and passed after any test that had imported it
+    (a generated-mutant run, running such a test first, credited it with 22 false kills)."""
+    return subjects._fla_module(subjects.FLA_ASCEND_MODULE, "cpu")
+
+
 def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
-    """The subject's ops are fla-core's functions: its forward's output equals a direct call's, bit for bit.
-    (fla is imported by the subject, under its shims: imported first and bare, it finds no Triton driver on
-    a CPU, which once made this test fail alone and pass after any other that imported fla.)"""
+    """The subject's ops are fla-core's functions: its forward's output equals a direct call's, bit for bit."""
+    wy_fast = _fla_ascend_module()
     x = Case(T=16, HV=2, use_g=True, subject=FLA).build_inputs()
     forward, _ = subjects.get(FLA).ops("cpu")
-    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
-
     w, u = forward(x.k, x.v, x.beta, x.A, x.g)
     with subjects.cpu_shims():
         w2, u2 = wy_fast.recompute_w_u_fwd_npu(x.k, x.v, x.beta, x.A, g=x.g)
@@ -85,8 +90,7 @@ def test_cpu_shims_are_scoped() -> None:
 def test_grid_limit_knob_splits_fla_ascends_launches_and_is_restored() -> None:
     """max_blocks lowers fla-ascend's own grid limit for the call (its backward's host-side split): the
     outputs stay those of one launch, and the module's limit is back after the call."""
-    from fla.ops.gated_delta_rule.backends.triton_ascend import wy_fast
-
+    wy_fast = _fla_ascend_module()
     case = Case(T=40, HV=2, use_g=True, subject=FLA, knobs={"max_blocks": 1})
     run_property("launch_invariance", case)
     assert wy_fast.ASCEND_MAX_GRID_DIM == 65535

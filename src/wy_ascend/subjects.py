@@ -84,6 +84,10 @@ class Claims:
     knobs: tuple[str, ...] | None = None  # None: every LaunchConfig knob
     zero_dead_A: bool = False
 
+    def takes(self, knob: str) -> bool:
+        """Whether the subject takes launch knob ``knob`` (``knobs``; None: every one)."""
+        return self.knobs is None or knob in self.knobs
+
 
 @dataclass(frozen=True)
 class Subject:

@@ -118,7 +118,7 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
     used). Before the reservation goes, the allocator's cached blocks go back to the device: a process
     that kept them held memory no ledger entry named (an H200 nightly ran out of memory beside three
     processes holding 55, 33 and 27 GiB)."""
-    ledger = ledger_for(case) if prop not in NO_TENSORS else None
+    ledger = _ledger(case, prop)
     if ledger is None:
         yield
         return
@@ -157,10 +157,15 @@ def run_within_memory(case: Case, prop: str | None, run: Callable[[], T]) -> T:
         with reserved_for(case, prop):
             return run()
     except Exception as error:  # noqa: BLE001 - re-raised unless it is out of memory on a shared device
-        if not out_of_memory(error) or ledger_for(case) is None or prop in NO_TENSORS:
+        if not out_of_memory(error) or _ledger(case, prop) is None:
             raise
     with reserved_for(case, prop, alone=True):
         return run()
+
+
+def _ledger(case: Case, prop: str | None) -> Ledger | None:
+    """The ledger a run of property ``prop`` on ``case`` reserves in (None: it reserves nothing)."""
+    return ledger_for(case) if prop not in NO_TENSORS else None
 
 
 def ledger_for(case: Case) -> Ledger | None:

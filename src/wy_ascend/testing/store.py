@@ -48,7 +48,7 @@ from ..errors import RegressionFileError
 from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
 from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
-from .properties import CORRUPTIONS, PROPERTIES, Metrics, PropertyFailure, run_property
+from .properties import CORRUPTIONS, OPS_TWICE, PROPERTIES, Metrics, PropertyFailure, run_property
 from .runner import CaseLost, CaseRunner
 
 SCHEMA_VERSION = 1
@@ -554,9 +554,6 @@ def iter_store(directory: Path | str | None = None) -> list[Path]:
 # Counted in tasks of one 64-wide K tile and one V tile, op run by op run (``interpreter_tasks``): an H200
 # varlen_split find of 4,320 tasks at K=256, packed and each sequence alone, took 4 min 16 s on the cpu.
 INTERPRETER_TASKS = 8192
-# Properties that run the ops twice on the case's size (the second run a variant of the first).
-TWO_RUNS = frozenset({"launch_invariance", "memory_layout", "varlen_split", "widened_gates", "grouped_heads",
-                      "containment", "linearity", "differential"})
 
 
 def interpreter_tasks(prop: str, case: Case) -> float:
@@ -564,7 +561,7 @@ def interpreter_tasks(prop: str, case: Case) -> float:
     one V tile (INTERPRETER_TASKS): its (chunk, value head) tasks, times its tiles per task against those
     two, times the op runs of the property."""
     tiles = (-(-case.K // 64) + -(-case.V // 64)) / 2
-    return len(case.chunk_bounds()) * case.HV * tiles * (2 if prop in TWO_RUNS else 1)
+    return len(case.chunk_bounds()) * case.HV * tiles * (2 if prop in OPS_TWICE else 1)
 
 
 def unavailable(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:

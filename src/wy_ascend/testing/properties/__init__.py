@@ -100,7 +100,7 @@ from .plan_coverage import check_plan_coverage
 
 __all__ = [
     "ARGUMENTS", "BACKWARD_ONLY", "BLOCK_SLACK", "BWD_NAMES", "CORRUPTIONS", "DEVICE_OF", "FP32_RTOL", "FWD_NAMES",
-    "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "PARTITION_KNOBS", "PROPERTIES",
+    "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "OPS_TWICE", "PARTITION_KNOBS", "PROPERTIES",
     "UNIT_ROUNDOFF", "WY_ASCEND_ONLY", "Blocks", "Corruption", "Metrics", "Precisions", "PropertyFailure", "Seen",
     "applies", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
     "check_differential",
@@ -113,6 +113,10 @@ __all__ = [
 
 
 
+# Properties that run the ops twice at the case's size, the second run a variant of the first (what a
+# replay costs the interpreter: testing/store.py interpreter_tasks).
+OPS_TWICE = frozenset({"launch_invariance", "memory_layout", "varlen_split", "widened_gates", "grouped_heads",
+                       "containment", "linearity", "differential"})
 # Properties that launch no kernel (the others run the case's forward and backward kernels).
 KERNEL_FREE = frozenset({"plan_coverage", "bad_input"})
 

@@ -34,8 +34,7 @@ def peer_case(case: Case) -> Case | None:
     peer = subjects.peer(case.subject, backend_name(case))
     if peer is None:
         return None
-    taken = peer.claims.knobs
-    knobs = {k: v for k, v in case.knobs.items() if taken is None or k in taken}
+    knobs = {k: v for k, v in case.knobs.items() if peer.claims.takes(k)}
     moved = case.replace(subject=peer.name, knobs=knobs)
     return moved if claimed(peer.claims, moved) else None
 
