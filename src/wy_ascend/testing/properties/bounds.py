@@ -134,7 +134,7 @@ def error_bounds(inputs: Inputs, ref: dict[str, torch.Tensor], dtype: str,
 def nudged_outputs(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]:
     """The exact outputs of the inputs with each element of ``NUDGED`` moved by half an ulp of
     ``dtype`` (``x * (1 +- u/2)``, random signs from ``rng``, seed 0: the same on every device).
-    Float64 on ``float64_device``, on the host when that is out of memory."""
+    Float64 on ``float64_device``."""
     half_ulp = UNIT_ROUNDOFF[dtype] / 2
 
     def nudged_oracle(device: torch.device) -> dict[str, torch.Tensor | None]:

@@ -127,7 +127,7 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
     worst = [_on_float64_device(functools.partial(_worst_block, out, r,
                                                   {d: moved[d][name] for d in precs[name]},  # type: ignore[misc]
                                                   precs[name], blocks),
-                                out.device)  # on the host where the oracle's GPU is out of memory
+                                out.device)
              for name, r in ref.items() if (out := outs[name]) is not None] if blocks is not None and blocks.bounds else []
     n = len(ref)
     read = _read(rows + _bound_rows(ref, moved, precs) + worst)
