@@ -116,3 +116,26 @@ def test_out_of_memory_beside_others_runs_again_alone(tmp_path, monkeypatch) -> 
         assert seen == [1]  # not run again
     else:
         raise AssertionError("a failure was swallowed")
+
+
+def test_a_dead_device_context_does_not_hide_the_error(tmp_path, monkeypatch) -> None:
+    """After a device fault, returning the allocator's cache raises the fault again: the block's own error is
+    what leaves the reservation (and its release still happens); without an error the return's is raised."""
+    import pytest
+
+    import wy_ascend.testing.device_memory as dm
+
+    ledger = Ledger("test", 100, directory=tmp_path)
+    monkeypatch.setattr(dm, "ledger_for", lambda case: ledger)
+
+    def dead(case: Case) -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (from empty_cache)")
+
+    monkeypatch.setattr(dm, "_return_cached", dead)
+    with pytest.raises(ValueError, match="the kernel's own error"):
+        with reserved_for(Case(backend="cuda"), "oracle"):
+            raise ValueError("the kernel's own error")
+    assert json.loads(ledger.path.read_text()) == {}  # released
+    with pytest.raises(RuntimeError, match="from empty_cache"):
+        with reserved_for(Case(backend="cuda"), "oracle"):
+            pass

@@ -231,16 +231,24 @@ def test_requested_backend_unavailable_is_loud():
         wy_ascend.recompute_w_u_fwd(x.k, x.v, x.beta, x.A, backend="cuda")
 
 
-def test_backend_device_mismatch():
-    x = Case(T=16).build_inputs()
-    if not torch.cuda.is_available():
+@pytest.mark.parametrize("device", ["meta", "cuda"])
+@pytest.mark.parametrize("op", ["fwd", "bwd"])
+def test_backend_device_mismatch(op: str, device: str):
+    """A backend named for tensors on another device is refused, naming both, before any launch: meta
+    tensors (no backend runs on them) on every machine, cuda tensors where there is a GPU."""
+    if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device to hold cuda tensors for the cpu backend")
     try:
         interpreter.check_interpreter()
     except wy_ascend.BackendUnavailableError:
         pytest.skip("the cpu backend is unavailable here (upstream triton): its refusal comes first")
-    with pytest.raises(ValueError, match="backend 'cpu' runs on 'cpu' tensors"):
-        wy_ascend.recompute_w_u_fwd(x.k.cuda(), x.v.cuda(), x.beta.cuda(), x.A.cuda(), backend="cpu")
+    x = Case(T=16).build_inputs()
+    k, v, beta, A, dw, du = (t.to(device) for t in (x.k, x.v, x.beta, x.A, x.dw, x.du))
+    with pytest.raises(ValueError, match=f"backend 'cpu' runs on 'cpu' tensors, but the inputs are on {device}"):
+        if op == "fwd":
+            wy_ascend.recompute_w_u_fwd(k, v, beta, A, backend="cpu")
+        else:
+            wy_ascend.prepare_wy_repr_bwd(k, v, beta, A, dw, du, backend="cpu")
 
 
 def test_bt_too_large_for_the_ub_is_a_clear_error(backend, device):
