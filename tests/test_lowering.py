@@ -396,15 +396,19 @@ def test_adapter_error_is_reported_with_its_message(specs, cuda_specs, tmp_path,
     assert cuda.status == "PASS", cuda.message
 
 
-def test_adapter_crash_is_retried_then_flaky(specs, tmp_path, monkeypatch) -> None:
-    """triton-adapter-opt 3.2.0 segfaults now and then; a crash that passes on retry is FLAKY."""
+@pytest.mark.parametrize("signal", ["HUP", "ABRT", "KILL", "SEGV"])
+def test_adapter_crash_is_retried_then_flaky(specs, tmp_path, monkeypatch, signal) -> None:
+    """triton-adapter-opt 3.2.0 segfaults now and then; a crash that passes on retry is FLAKY. A crash is the
+    compiler killed by any signal (a negative exit status), the lowest-numbered one (SIGHUP, -1) included."""
+    import signal as signals
+
     from triton.backends.ascend.utils import _get_triton_adapter_opt_path
 
     marker = tmp_path / "crashed-once"
-    body = f'[ -e {marker} ] || {{ touch {marker}; kill -SEGV $$; }}\nexec {_get_triton_adapter_opt_path()} "$@"'
+    body = f'[ -e {marker} ] || {{ touch {marker}; kill -{signal} $$; }}\nexec {_get_triton_adapter_opt_path()} "$@"'
     (result,) = lowering.run([first_spec(specs)], kernels=fake_adapter(tmp_path, monkeypatch, body), out=io.StringIO())
     assert (result.status, result.stage) == ("FLAKY", "ttadapter"), result.message
-    assert "status -11" in result.message
+    assert f"status -{getattr(signals, 'SIG' + signal).value}" in result.message
 
 
 def test_a_hung_adapter_is_killed_and_reported(specs, tmp_path, monkeypatch) -> None:
