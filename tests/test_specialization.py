@@ -151,3 +151,24 @@ def test_ops_groups_a_cuda_backward_by_its_whole_grouped_grid(monkeypatch) -> No
             assert call.group_dk == (programs >= least), (B, H, HV, programs)
             case = Case(B=B, T=NT * 64, H=H, HV=HV, K=64, V=64, BT=64, dtype="bfloat16", use_g=True, backend="cuda")
             assert case.specializations()["bwd"].GROUP_DK == call.group_dk
+
+
+@pytest.mark.parametrize("mode", ["multi-tile", "one-tile", "all"])
+def test_a_cuda_specialization_takes_bf16_dots_by_the_rule_of_its_own_tiles(mode: str, monkeypatch) -> None:
+    """LOWP_DOT of every bfloat16 cuda specialization, from its own tile fields and WY_ASCEND_LOWP alone:
+    ``all`` everywhere; tiles at least LOWP_MIN_TILE wide (in ``one-tile`` only where one tile covers each
+    of K and V); else one shared narrow tile covering both. K and V each against its own tile, over pairs of
+    unequal dims in both orders (a K/V mix-up in the wiring shows on K=64, V=128)."""
+    from wy_ascend.backends import BACKENDS, LOWP_ENV, LOWP_MIN_TILE
+    from wy_ascend.testing.case import Case
+
+    monkeypatch.setenv(LOWP_ENV, mode)
+    narrow = BACKENDS["cuda"].narrow_tiles()
+    dims = (16, 32, 48, 64, 100, 128, 256)
+    for K in dims:
+        for V in dims:
+            for kernel, s in Case(K=K, V=V, BT=64, T=64, dtype="bfloat16", backend="cuda").specializations().items():
+                whole = s.NK == 1 and s.NV == 1
+                wide = min(s.BK, s.BV) >= LOWP_MIN_TILE and (mode == "multi-tile" or whole)
+                shared = s.BK == s.BV and whole and narrow
+                assert s.LOWP_DOT == (mode == "all" or wide or shared), (kernel, K, V, s.label())
