@@ -366,3 +366,22 @@ def test_a_helper_whose_parent_is_gone_before_it_asked_to_die_with_it_exits(monk
     monkeypatch.setattr(os, "getppid", lambda: 4242)
     child.die_with_parent()
     assert exits == [1]
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32", "freebsd14"])
+def test_die_with_parent_asks_nothing_off_linux(monkeypatch, platform: str) -> None:
+    """PR_SET_PDEATHSIG is Linux's: elsewhere die_with_parent loads no library, asks for no signal and never
+    ends the process (a reparented child is not a dead parent there: launchd, not init, may adopt it)."""
+    import ctypes
+    import os
+    import sys
+
+    from wy_ascend.testing import child
+
+    touched: list[str] = []
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: touched.append("CDLL"))
+    monkeypatch.setattr(os, "_exit", lambda code: touched.append(f"exit {code}"))
+    monkeypatch.setattr(os, "getppid", lambda: 1)
+    child.die_with_parent()
+    assert touched == []
