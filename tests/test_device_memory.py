@@ -139,3 +139,36 @@ def test_a_dead_device_context_does_not_hide_the_error(tmp_path, monkeypatch) ->
     with pytest.raises(RuntimeError, match="from empty_cache"):
         with reserved_for(Case(backend="cuda"), "oracle"):
             pass
+
+
+def test_out_of_memory_is_told_by_type_or_by_the_drivers_words() -> None:
+    """torch's allocator raises OutOfMemoryError, a Triton launch a RuntimeError saying "out of memory"
+    (the driver's words, any case): either is out of memory, and so reruns alone; nothing else is."""
+    import torch
+
+    from wy_ascend.testing.device_memory import out_of_memory
+
+    assert out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.01 GiB"))
+    assert out_of_memory(torch.OutOfMemoryError("allocator: no room"))
+    assert out_of_memory(RuntimeError("Triton Error [CUDA]: out of memory"))
+    assert out_of_memory(RuntimeError("NPU OUT OF MEMORY"))
+    assert not out_of_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not out_of_memory(ValueError("memory_layout: w differs"))
+
+
+def test_a_device_backends_ledger_is_its_current_devices_at_the_budget_fraction(monkeypatch) -> None:
+    """ledger_for: a cuda case reserves in the ledger of the process's current device, with
+    BUDGET_FRACTION of that device's memory (here a stand-in device: no GPU on this machine)."""
+    import types
+
+    import torch
+
+    import wy_ascend.backends as backends
+    import wy_ascend.testing.device_memory as dm
+
+    monkeypatch.setattr(backends, "check_available", lambda backend: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=1000 * (i + 1)))
+    ledger = dm.ledger_for(Case(backend="cuda"))
+    assert ledger is not None and ledger.path.name == "wy-ascend-memory-cuda3.json"
+    assert ledger.budget == int(4000 * dm.BUDGET_FRACTION) and 0 < dm.BUDGET_FRACTION < 1
