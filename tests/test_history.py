@@ -151,6 +151,32 @@ def test_the_comparison_sees_one_element() -> None:
         "dk: ('torch.bfloat16', (2, 3)) vs ('torch.float32', (2, 3))"]
 
 
+class _Replies:
+    """A stand-in history server: the replies of the alone runs and of the sequence, as given."""
+
+    def __init__(self, alone: list, together: tuple) -> None:
+        self.replies = alone, together
+
+    def run(self, calls: list[Case]) -> tuple[list, tuple]:
+        return self.replies
+
+
+def test_calls_that_all_raise_alike_fail_the_property() -> None:
+    """A call that raises alone in a fresh process is a failure, however alike the sequence raises: a sequence
+    runner broken for every call (a generated mutant: its shared cu_seqlens keyed by the tensor) made each
+    call raise the same TypeError in both runs, and the property compared nothing and passed."""
+    from wy_ascend.testing.properties import PropertyFailure
+
+    raised = ("raise", "Traceback (most recent call last):\nTypeError: expected Tensor as element 0")
+    broken = _Replies([("ok", [raised]), ("ok", [raised])], ("ok", [raised, raised]))
+    with pytest.raises(PropertyFailure, match="call 0 of 2 .* does not run alone in a fresh process: raise"):
+        history.check_history(broken, [FIRST, FIRST])
+    ok = ("ok", history._bits({"dk": torch.ones(2)}))
+    with pytest.raises(PropertyFailure, match="call 1 of 2 .* raise in sequence \\(TypeError\\), ok alone"):
+        history.check_history(_Replies([("ok", [ok]), ("ok", [ok])], ("ok", [ok, raised])), [FIRST, FIRST])
+    history.check_history(_Replies([("ok", [ok]), ("ok", [ok])], ("ok", [ok, ok])), [FIRST, FIRST])
+
+
 # ----------------------------------------------------------------------------- the list is complete
 
 DOC = history.__doc__ or ""
