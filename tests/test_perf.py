@@ -154,3 +154,12 @@ def test_without_cuda_the_device_time_is_do_bench_s(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(perf, "do_bench", lambda fn: next(medians))
     assert perf.device_time(lambda: None) == 1.5
+
+
+def test_a_launch_floor_whose_kernel_did_not_run_once_is_refused(monkeypatch) -> None:
+    """device_limits times the launch floor on a one-program kernel that writes its grid size; a timing in
+    which that kernel did not run as one program (here the timer never calls it) is an error, never a floor."""
+    monkeypatch.setattr(perf, "least_medians", lambda fns: [1.0 for _ in fns])
+    monkeypatch.setattr(perf, "device_time", lambda fn: 0.001)
+    with pytest.raises(RuntimeError, match="the launch floor's kernel ran 0 programs, not 1"):
+        perf.device_limits("cpu")
