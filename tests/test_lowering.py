@@ -401,11 +401,17 @@ def test_adapter_crash_is_retried_then_flaky(specs, tmp_path, monkeypatch, signa
     """triton-adapter-opt 3.2.0 segfaults now and then; a crash that passes on retry is FLAKY. A crash is the
     compiler killed by any signal (a negative exit status), the lowest-numbered one (SIGHUP, -1) included."""
     import signal as signals
+    import sys
 
     from triton.backends.ascend.utils import _get_triton_adapter_opt_path
 
     marker = tmp_path / "crashed-once"
-    body = f'[ -e {marker} ] || {{ touch {marker}; kill -{signal} $$; }}\nexec {_get_triton_adapter_opt_path()} "$@"'
+    # The signal's default action restored first: a shell started under nohup (as CI may be) ignores
+    # SIGHUP and cannot undo that, so the dying adapter is a Python process.
+    die = (f"import os, signal; s = signal.SIG{signal}; s == signal.SIGKILL or signal.signal(s, signal.SIG_DFL); "
+           "os.kill(os.getpid(), s)")
+    body = (f'[ -e {marker} ] || {{ touch {marker}; exec {sys.executable} -c "{die}"; }}\n'
+            f'exec {_get_triton_adapter_opt_path()} "$@"')
     (result,) = lowering.run([first_spec(specs)], kernels=fake_adapter(tmp_path, monkeypatch, body), out=io.StringIO())
     assert (result.status, result.stage) == ("FLAKY", "ttadapter"), result.message
     assert f"status -{getattr(signals, 'SIG' + signal).value}" in result.message
