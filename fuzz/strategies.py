@@ -38,7 +38,7 @@ from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
 from wy_ascend.subjects import Claims
 from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
-from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
+from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, backend_name, supported
 from wy_ascend.validation import SUPPORTED_BT
 
 # The Ascend launch limit (blocks per launch) and the CUDA grid's y limit: the large
@@ -173,7 +173,7 @@ def known_defect(prop: str, case: Case) -> Known | None:
     version = subjects.get(case.subject).version
     return next((k for k in KNOWN if k.subject == case.subject and k.version == version
                  and (k.properties is None or prop in k.properties) and (k.covers is None or k.covers(case))
-                 and (k.backends is None or (case.backend or "cpu") in k.backends)), None)
+                 and (k.backends is None or backend_name(case) in k.backends)), None)
 
 
 def known_everywhere(prop: str, subject: str) -> Known | None:

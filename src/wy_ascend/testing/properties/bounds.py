@@ -14,7 +14,7 @@ import torch
 
 from .. import rng
 from ..case import Inputs, float64_device
-from .exact import _on_float64_device, _oracle_on
+from .exact import _oracle_on
 
 FP32_RTOL = 1e-5
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
@@ -144,4 +144,4 @@ def nudged_outputs(inputs: Inputs, dtype: str) -> dict[str, torch.Tensor | None]
             name: x.to(device, torch.float64) * torch.where(u < 0.5, 1 + half_ulp, 1 - half_ulp)
             for name, x, u in zip(NUDGED, xs, signs)}), device)
 
-    return _on_float64_device(nudged_oracle, inputs.k.device)
+    return nudged_oracle(float64_device(inputs.k.device))

@@ -1,12 +1,12 @@
 """The float64 oracle on exactly the inputs a kernel saw (``oracle_outputs``), on the GPU where there is
-one (``_on_float64_device``). Its own module because both the
+one (``case.float64_device``). Out of device memory there is raised, never answered on the host: the case
+runner reruns such a case alone on the device (device_memory.run_within_memory); a host fallback took the
+oracle's tens of GiB outside every budget, and beside other workers' the host's out-of-memory killer ended
+an H200 nightly's case with SIGKILL. Its own module because both the
 bounds (the exact outputs of nudged inputs, ``bounds.nudged_outputs``) and the oracle property
 (``oracle.compare_to_oracle``) evaluate it."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import TypeVar
 
 import torch
 
@@ -14,23 +14,13 @@ from ... import reference
 from ..case import Inputs, float64_device
 from ..phases import phase
 
-T = TypeVar("T")
-
 
 def oracle_outputs(inputs: Inputs) -> dict[str, torch.Tensor | None]:
     """The float64 oracle on exactly the kernel's inputs (given A), by output name.
 
     It runs on ``float64_device`` (on a GPU, so that GPU runs do not wait on a host oracle
     for every large case)."""
-    return _on_float64_device(lambda device: _oracle_on(inputs, device), inputs.k.device)
-
-
-def _on_float64_device(fn: Callable[[torch.device], T], device: torch.device) -> T:
-    """``fn(float64_device(device))``. Out of device memory is raised, never answered on the host: the
-    case runner reruns such a case alone on the device (device_memory.run_within_memory). A host
-    fallback took the oracle's tens of GiB to the host outside every budget, and beside other workers'
-    the host's out-of-memory killer ended an H200 nightly's case with SIGKILL."""
-    return fn(float64_device(device))
+    return _oracle_on(inputs, float64_device(inputs.k.device))
 
 
 @phase("oracle")

@@ -5,7 +5,6 @@ benchmarks call on outputs of their own)."""
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -28,7 +27,7 @@ from .bounds import (
     precisions,
 )
 from .common import build_inputs, run_ops
-from .exact import _on_float64_device, oracle_outputs
+from .exact import oracle_outputs
 
 
 def check_oracle(case: Case) -> Metrics:
@@ -124,10 +123,8 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
         raise PropertyFailure(f"outputs missing: {sorted(set(ref) - set(precs))}")
     moved = _moved(inputs, precs)
     rows = [_norms(out, ref[name]) for name, out in outs.items()]  # type: ignore[arg-type]
-    worst = [_on_float64_device(functools.partial(_worst_block, out, r,
-                                                  {d: moved[d][name] for d in precs[name]},  # type: ignore[misc]
-                                                  precs[name], blocks),
-                                out.device)
+    worst = [_worst_block(out, r, {d: moved[d][name] for d in precs[name]},  # type: ignore[misc]
+                          precs[name], blocks, float64_device(out.device))
              for name, r in ref.items() if (out := outs[name]) is not None] if blocks is not None and blocks.bounds else []
     n = len(ref)
     read = _read(rows + _bound_rows(ref, moved, precs) + worst)
