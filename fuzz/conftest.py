@@ -307,6 +307,10 @@ class FuzzReport:
             lines.append(f"warning: profile {p.name!r} is sized for an accelerator; on the cpu backend it takes hours")
         return lines
 
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        if not self.is_worker:  # the controller hears of each worker's test start
+            self.accounting.started(nodeid)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.accounting.test_started()
@@ -337,7 +341,7 @@ class FuzzReport:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker:
             return
-        self.accounting.report(report.nodeid, report.duration)
+        self.accounting.report(report.nodeid, report.when, report.duration)
         prop = _property_of(report.nodeid)
         if report.when == "call" or report.failed:
             self.tests[report.nodeid] = report.outcome

@@ -359,14 +359,33 @@ def test_the_time_outside_the_properties_is_named() -> None:
 
     acc = Accounting(lambda nodeid: "test_fuzz.py" in nodeid)
     acc.began = 0.0
-    acc.report("fuzz/test_regressions.py::test_replay[a]", 3.0)
-    acc.report("fuzz/test_fuzz.py::test_oracle", 50.0)  # a property test: its cases' columns hold it
+    acc.report("fuzz/test_regressions.py::test_replay[a]", "call", 3.0)
+    acc.report("fuzz/test_fuzz.py::test_oracle", "call", 50.0)  # a property test: its cases' columns hold it
     acc.created, acc.ready, acc.down = {"gw0": 10.0, "gw1": 10.0}, {"gw0": 14.0, "gw1": 12.0}, {"gw0": 90.0}
     outside = acc.columns(now=100.0, warmup_end=11.0)
     assert outside == {"replay": 3.0, "startup": 4.0, "idle": 10.0}  # startup after the warm-up: 3 + 1
     t = breakdown({"oracle": {"time": {"kernel": 80.0}}}, 100.0, 2, 1.0, outside)
     assert set(t["columns"]) == set(RUN_COLUMNS) and set(OUTSIDE_COLUMNS) <= set(t["columns"])
     assert t["columns"]["other"] == 200.0 - 80.0 - 17.0 - 2.0
+
+
+def test_a_replay_cut_short_by_the_runs_end_is_named(monkeypatch) -> None:
+    """A replay still running when the run is cut (SIGTERM at the nightly's limit) never reports: its
+    time up to the cut, less its phases already reported, is ``replay``; one that ended adds nothing
+    more; a property test's start adds nothing (its cases' columns hold it)."""
+    import fuzz.accounting as accounting
+    from fuzz.accounting import Accounting
+
+    clock = iter([10.0, 20.0, 30.0])
+    monkeypatch.setattr(accounting.time, "perf_counter", lambda: next(clock))
+    acc = Accounting(lambda nodeid: "test_fuzz.py" in nodeid)  # began at 10
+    acc.started("fuzz/test_regressions.py::test_replay[cut]")  # at 20
+    acc.report("fuzz/test_regressions.py::test_replay[cut]", "setup", 1.0)
+    acc.started("fuzz/test_regressions.py::test_replay[done]")  # at 30
+    acc.report("fuzz/test_regressions.py::test_replay[done]", "call", 4.0)
+    acc.report("fuzz/test_regressions.py::test_replay[done]", "teardown", 0.5)
+    acc.started("fuzz/test_fuzz.py::test_oracle")
+    assert acc.columns(now=100.0, warmup_end=0.0)["replay"] == 1.0 + 4.5 + (100.0 - 20.0 - 1.0)
 
 
 def test_a_group_of_failures_is_reported_by_its_errors_not_its_frame() -> None:

@@ -155,6 +155,31 @@ def test_matches_naive_loop(B, T, H, HV, K, V, cu, BT, gated):
             assert got[3] is None
 
 
+@pytest.mark.parametrize("gated", [False, True], ids=["nogate", "gate"])
+@pytest.mark.parametrize("B,T,H,HV,K,V,cu,BT", LAYOUTS)
+def test_chunk_slices_give_the_one_slice_answer(B, T, H, HV, K, V, cu, BT, gated, monkeypatch):
+    """The oracle runs its chunks in slices of at most SLICE_BYTES (a case of 32,787 short sequences needed
+    200 GB in one): one chunk per slice gives the answer of one slice for all, in every layout (empty and
+    partial chunks, grouped heads, gates), through build_A, wy_fwd and wy_bwd_given_A. Not bit for bit:
+    the host's batched float64 BLAS blocks a batch by its size, so sums may round in another order; the
+    bound is this file's float64 one (1e-12 of the largest entry: sums of at most 64 terms at unit
+    roundoff 1.1e-16, times the triangular inverse's growth on these inputs)."""
+    import wy_ascend.reference as reference
+
+    k, v, beta, g, dw, du, cu_t = make_inputs(4, B, T, H, HV, K, V, cu, BT, gated)
+
+    def run():
+        A = build_A(k, beta, g, cu_t, chunk_size=BT)
+        return [A, *wy_fwd(k, v, beta, A, g, cu_t), *wy_bwd_given_A(k, v, beta, A, dw, du, g, cu_t)]
+
+    whole = run()
+    monkeypatch.setattr(reference, "SLICE_BYTES", 1)  # one chunk a slice
+    sliced = run()
+    for name, x, y in zip(("A", "w", "u", "dk", "dv", "dbeta", "dg"), sliced, whole, strict=True):
+        assert (x is None) == (y is None), name
+        if x is not None:
+            close(x, y, 1e-12)
+
 def test_fwd_uses_given_A():
     """wy_fwd takes A as given: a perturbed A changes w, u exactly as the naive loop says."""
     cu = [0, 20, 45]

@@ -147,6 +147,32 @@ def test_known_mark_passes_while_the_defect_reproduces_and_fails_loudly_when_it_
     assert replay(stored, subject="wy_ascend") == {"w": {"rel_rms": 0.0}}
 
 
+def test_a_known_device_fault_is_told_wherever_the_device_reports_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded fault (Triton's RuntimeError from a launch) that comes back as torch's AcceleratorError from
+    a synchronize, or the other way round, still fails as recorded; so does a subclass of the recorded type;
+    another error of the same base type with no fault in it does not."""
+    import torch
+
+    from wy_ascend.testing.store import fails_as_recorded
+
+    launch = {"type": "RuntimeError", "message": "Triton Error [CUDA]: an illegal memory access was encountered"}
+    synchronize = torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+    assert fails_as_recorded(launch, synchronize)
+    assert fails_as_recorded({"type": "AcceleratorError", "message": ""}, RuntimeError("unspecified launch failure"))
+    assert fails_as_recorded({"type": "PropertyFailure", "message": "x"}, PropertyFailure("y", {}))
+    assert fails_as_recorded({"type": "ValueError", "message": "x"}, UnicodeError("y"))  # a subclass
+    assert not fails_as_recorded({"type": "ValueError", "message": "x"}, TypeError("y"))
+    assert not fails_as_recorded({"type": "OSError", "message": "no fault"}, RuntimeError("illegal memory access"))
+    assert not fails_as_recorded({"type": "AcceleratorError", "message": ""}, RuntimeError("out of memory"))
+    path = _known(tmp_path, Case(T=20, subject=FLA), RuntimeError(launch["message"]))
+
+    def faulting(prop: str, c: Case) -> dict:
+        raise synchronize
+    monkeypatch.setattr(store, "run_property", faulting)
+    assert replay(load(path))["known"]["still_fails"].startswith("AcceleratorError: CUDA error: an illegal")
+
+
 def test_a_known_defect_passing_on_another_backend_than_its_own_is_not_fixed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A defect found on cuda (fla's TF32 dots) passes on the cpu, where no dot is TF32: that says nothing

@@ -133,11 +133,34 @@ def _gather_A(A: torch.Tensor, lay: _Layout) -> torch.Tensor:
     return _heads_first(torch.where(lay.valid[:, None, None, :], Ac, 0.0))
 
 
-def _scatter(xc: torch.Tensor, lay: _Layout, B: int, T: int) -> torch.Tensor:
-    """``[C, BT, *rest]`` -> ``[B, T, *rest]``, dropping pad rows; tokens in no chunk get 0."""
+def _scatter(xc: torch.Tensor, lay: _Layout, B: int, T: int, into: torch.Tensor | None = None) -> torch.Tensor:
+    """``[C, BT, *rest]`` -> ``[B, T, *rest]``, dropping pad rows; tokens in no chunk get 0. With ``into``
+    (the ``[B, T, *rest]`` result of the earlier slices, ``_slices``) the rows are written into a copy of it
+    (out of place: differentiable)."""
     rest = xc.shape[2:]
-    out = xc.new_zeros(B * T, *rest).index_copy(0, lay.tok, xc[lay.valid])
-    return out.reshape(B, T, *rest)
+    base = xc.new_zeros(B * T, *rest) if into is None else into.reshape(B * T, *rest)
+    return base.index_copy(0, lay.tok, xc[lay.valid]).reshape(B, T, *rest)
+
+
+# The chunk form holds C x BT rows however short the sequences are: 32,787 sequences of 11 tokens at BT=128
+# (an H200 nightly's case, regressions/crash-c92294b758fe.json) made [C, HV, BT, BT] float64 blocks of 8.6 GB
+# each, about 200 GB at once, past the GPU's memory and 12x the tokens' share. So the oracle runs the chunks in
+# slices whose largest block is at most SLICE_BYTES (chunks are independent; a small case is one slice).
+SLICE_BYTES = 2**28
+
+
+def _slices(lay: _Layout, HV: int, width: int) -> list[_Layout]:
+    """``lay`` cut along its chunks into layouts whose ``[chunks, HV, BT, width]`` float64 blocks hold at most
+    SLICE_BYTES (at least one chunk each)."""
+    C, BT = lay.idx.shape
+    per = max(1, SLICE_BYTES // (8 * HV * BT * width))
+    if per >= C:
+        return [lay]
+    parts = []
+    for c0 in range(0, C, per):
+        idx, valid = lay.idx[c0:c0 + per], lay.valid[c0:c0 + per]
+        parts.append(_Layout(idx, valid, idx[valid]))
+    return parts
 
 
 def _heads_first(xc: torch.Tensor) -> torch.Tensor:
@@ -255,13 +278,15 @@ def _build_A(
 ) -> torch.Tensor:
     """``build_A`` for any chunk size and K (the oracle's own tests use chunks of 4)."""
     G = _check_heads(k, None, beta, g)
-    B, T = k.shape[:2]
+    B, T, _, K = k.shape
     HV = beta.shape[2]
     lay = _chunk_layout(cu_seqlens, B, T, chunk_size, k.device)
+    A = None
     with torch.no_grad():
-        ch = _to_chunks(lay, G, k, None, beta, g)
-        Ac = _A_chunks(ch.k, ch.beta, ch.g)
-        A = _scatter(_heads_last(Ac), lay, B, T)
+        for part in _slices(lay, HV, max(chunk_size, K)):
+            ch = _to_chunks(part, G, k, None, beta, g)
+            A = _scatter(_heads_last(_A_chunks(ch.k, ch.beta, ch.g)), part, B, T, A)
+    assert A is not None  # _slices gives at least one part
     return A.reshape(B, T, HV, chunk_size).to(k.dtype if dtype is None else dtype)
 
 
@@ -282,9 +307,12 @@ def wy_fwd(
     if A.dim() != 4 or A.shape[:3] != beta.shape:
         raise ValueError(f"A must be [B,T,HV,BT] with [B,T,HV]={tuple(beta.shape)}, got shape {tuple(A.shape)}")
     lay = _chunk_layout(cu_seqlens, B, T, A.shape[-1], k.device)
-    ch = _to_chunks(lay, G, k, v, beta, g)
-    wc, uc = _wu_chunks(ch, _gather_A(A, lay))
-    return _scatter(_heads_last(wc), lay, B, T), _scatter(_heads_last(uc), lay, B, T)
+    w = u = None
+    for part in _slices(lay, beta.shape[2], max(A.shape[-1], k.shape[3], v.shape[3])):
+        wc, uc = _wu_chunks(_to_chunks(part, G, k, v, beta, g), _gather_A(A, part))
+        w, u = _scatter(_heads_last(wc), part, B, T, w), _scatter(_heads_last(uc), part, B, T, u)
+    assert w is not None and u is not None  # _slices gives at least one part
+    return w, u
 
 
 def wy_bwd(
@@ -344,36 +372,38 @@ def wy_bwd_given_A(
         raise ValueError(f"A must be [B,T,HV,BT] with [B,T,HV]={tuple(beta.shape)}, got shape {tuple(A.shape)}")
     BT = A.shape[-1]
     lay = _chunk_layout(cu_seqlens, B, T, BT, k.device)
+    mask = _strict_lower(BT, k.device)
+    zero = torch.zeros((), dtype=_F64, device=k.device)
+    dk = dv = db = dg = None
     with torch.no_grad():
-        ch = _to_chunks(lay, G, k, v, beta, g)
-        Ac = _gather_A(A, lay)
-        dwc, duc = (_heads_first(_gather(x, lay)) for x in (dw, du))
-        kc, vc, bc = ch.k, ch.v, ch.beta
-        assert vc is not None
-        eg = torch.ones_like(bc) if ch.g is None else torch.exp2(ch.g)
-        At = Ac.transpose(-1, -2)
-        kbg = kc * (bc * eg)[..., None]
-        dkb = At @ dwc
-        dvb = At @ duc
-        dA = dwc @ kbg.transpose(-1, -2) + duc @ (vc * bc[..., None]).transpose(-1, -2)
-        mask = _strict_lower(BT, k.device)
-        zero = torch.zeros((), dtype=_F64, device=k.device)
-        dM = torch.where(mask, -(At @ dA @ At), zero)
-        gate = _gate(ch.g, mask)
-        dL = dM if gate is None else dM * gate
-        KK = kc @ kc.transpose(-1, -2)
-        dLb = dL * bc[..., :, None]
-        dkc = dkb * (bc * eg)[..., None] + (dLb + dLb.transpose(-1, -2)) @ kc
-        dbeta = (dkb * kc).sum(-1) * eg + (dvb * vc).sum(-1) + (dL * KK).sum(-1)
-        dvc = dvb * bc[..., None]
-        C = dkc.shape[0]
-        dkc = dkc.reshape(C, H, G, BT, K).sum(2)
-        dk = _scatter(_heads_last(dkc), lay, B, T)
-        dv = _scatter(_heads_last(dvc), lay, B, T)
-        db = _scatter(_heads_last(dbeta), lay, B, T)
-        dg = None
-        if ch.g is not None:
-            Q = dLb * KK
-            dgc = (dkb * kbg).sum(-1) + Q.sum(-1) - Q.sum(-2)
-            dg = _scatter(_heads_last(dgc), lay, B, T)
+        for part in _slices(lay, beta.shape[2], max(BT, K, v.shape[3])):
+            ch = _to_chunks(part, G, k, v, beta, g)
+            Ac = _gather_A(A, part)
+            dwc, duc = (_heads_first(_gather(x, part)) for x in (dw, du))
+            kc, vc, bc = ch.k, ch.v, ch.beta
+            assert vc is not None
+            eg = torch.ones_like(bc) if ch.g is None else torch.exp2(ch.g)
+            At = Ac.transpose(-1, -2)
+            kbg = kc * (bc * eg)[..., None]
+            dkb = At @ dwc
+            dvb = At @ duc
+            dA = dwc @ kbg.transpose(-1, -2) + duc @ (vc * bc[..., None]).transpose(-1, -2)
+            dM = torch.where(mask, -(At @ dA @ At), zero)
+            gate = _gate(ch.g, mask)
+            dL = dM if gate is None else dM * gate
+            KK = kc @ kc.transpose(-1, -2)
+            dLb = dL * bc[..., :, None]
+            dkc = dkb * (bc * eg)[..., None] + (dLb + dLb.transpose(-1, -2)) @ kc
+            dbeta = (dkb * kc).sum(-1) * eg + (dvb * vc).sum(-1) + (dL * KK).sum(-1)
+            dvc = dvb * bc[..., None]
+            C = dkc.shape[0]
+            dkc = dkc.reshape(C, H, G, BT, K).sum(2)
+            dk = _scatter(_heads_last(dkc), part, B, T, dk)
+            dv = _scatter(_heads_last(dvc), part, B, T, dv)
+            db = _scatter(_heads_last(dbeta), part, B, T, db)
+            if ch.g is not None:
+                Q = dLb * KK
+                dgc = (dkb * kbg).sum(-1) + Q.sum(-1) - Q.sum(-2)
+                dg = _scatter(_heads_last(dgc), part, B, T, dg)
+    assert dk is not None and dv is not None and db is not None  # _slices gives at least one part
     return dk, dv, db, dg

@@ -6,8 +6,12 @@ H200 out of memory, and an out-of-memory error is no verdict. So each case reser
 bytes (``case_bytes``) in a ledger that all processes of the machine share (a JSON file per device
 under the temporary directory, locked with ``flock``) before it runs, and waits while the
 reservations held would go past the budget (``BUDGET_FRACTION`` of the device's memory). A case
-larger than the budget runs alone. Reservations of processes that died are dropped on the next
-read. The wait is the case's ``device_wait`` phase (the fuzz report's column of that name). The
+larger than the budget runs alone. Waiting is first come, first served: a request that does not fit
+takes a ticket, and a later one fits only beside the held reservations and every earlier waiter's
+bytes. Without the queue a request waiting to run alone could wait for ever, every small case of
+the other workers slipping in between its polls (the likely reason an H200 nightly's replay of a
+360k-token case did not end in the run's six minutes of tests). Reservations and tickets of processes that
+died are dropped on the next read. The wait is the case's ``device_wait`` phase (the fuzz report's column of that name). The
 compile warm-up's workers (testing/warm.py), which keep a case's inputs between their tasks, hold a
 reservation for them as long as they do: in an H200 run they held 5.6 GiB each outside the ledger.
 """
@@ -22,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .case import Case
 from .phases import phase
@@ -54,48 +58,71 @@ def _alive(pid: int) -> bool:
 
 
 class Ledger:
-    """The reservations on one device (``name``, e.g. "cuda0"), ``budget`` bytes in all."""
+    """The reservations on one device (``name``, e.g. "cuda0"), ``budget`` bytes in all. The file holds
+    ``held`` (pid -> bytes), ``waiting`` (pid -> [ticket, bytes]) and the ``next`` ticket."""
 
     def __init__(self, name: str, budget: int, directory: Path | None = None) -> None:
         root = directory or Path(os.environ.get(LEDGER_ENV) or tempfile.gettempdir())
         self.path, self.budget = root / f"wy-ascend-memory-{name}.json", budget
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[dict[str, int]]:
-        """The held reservations (pid -> bytes, the dead dropped), written back on exit, under the lock."""
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The ledger's state (the dead processes' entries dropped), written back on exit, under the lock."""
         with open(self.path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 try:
-                    held = {pid: n for pid, n in json.loads(self.path.read_text()).items() if _alive(int(pid))}
-                except (FileNotFoundError, ValueError):
-                    held = {}
-                yield held
+                    state = json.loads(self.path.read_text())
+                    held = {pid: int(n) for pid, n in state["held"].items() if _alive(int(pid))}
+                    waiting = {pid: [int(t), int(n)] for pid, (t, n) in state["waiting"].items() if _alive(int(pid))}
+                    state = {"held": held, "waiting": waiting, "next": int(state["next"])}
+                except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+                    state = {"held": {}, "waiting": {}, "next": 0}  # none yet, or a file of another format
+                yield state
                 tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(held))
+                tmp.write_text(json.dumps(state))
                 os.replace(tmp, self.path)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def try_reserve(self, nbytes: int) -> bool:
-        """Reserve ``nbytes`` for this process if they fit beside the others' (or nothing else is held)."""
-        with self._locked() as held:
-            me = str(os.getpid())
-            others = sum(n for pid, n in held.items() if pid != me)
-            if others and others + nbytes > self.budget:
+        """Reserve ``nbytes`` for this process (replacing what it held) if they fit beside the others'
+        reservations and the bytes of every waiter ahead of it (or nothing is held and nobody is ahead);
+        else it holds nothing and keeps, or takes, its place in the queue (``withdraw`` leaves it)."""
+        with self._locked() as state:
+            me, held, waiting = str(os.getpid()), state["held"], state["waiting"]
+            held.pop(me, None)
+            mine = waiting[me][0] if me in waiting else state["next"]  # not queued yet: behind every waiter
+            ahead = sum(n for pid, (ticket, n) in waiting.items() if ticket < mine and pid != me)
+            others = sum(held.values())
+            if (others or ahead) and others + ahead + nbytes > self.budget:
+                if me not in waiting:
+                    waiting[me] = [mine, nbytes]
+                    state["next"] = mine + 1
                 return False
+            waiting.pop(me, None)
             held[me] = nbytes
             return True
 
+    def withdraw(self) -> None:
+        """Leave the queue (a wait given up)."""
+        with self._locked() as state:
+            state["waiting"].pop(str(os.getpid()), None)
+
     def reserve(self, nbytes: int) -> None:
-        """Hold ``nbytes`` for this process until ``release`` or its end, waiting (``device_wait``) for room."""
+        """Hold ``nbytes`` for this process until ``release`` or its end, waiting (``device_wait``) for room
+        and for the waiters ahead of it."""
         with phase("device_wait"):
-            while not self.try_reserve(nbytes):
-                time.sleep(POLL_S)
+            try:
+                while not self.try_reserve(nbytes):
+                    time.sleep(POLL_S)
+            except BaseException:
+                self.withdraw()
+                raise
 
     def release(self) -> None:
-        with self._locked() as held:
-            held.pop(str(os.getpid()), None)
+        with self._locked() as state:
+            state["held"].pop(str(os.getpid()), None)
 
     @contextlib.contextmanager
     def reserved(self, nbytes: int) -> Iterator[None]:

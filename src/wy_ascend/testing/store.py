@@ -19,7 +19,7 @@ file a top-level ``"subject": {"name": <the case's subject>, "version": <its ver
 is the subject's own (upstream's, not this project's to fix) is marked known by a top-level
 ``"known": {"reason": <why, a non-empty string>}``, added by hand after the suite stored the file
 (neither field is in the name's hash). ``replay`` of a known file passes while the defect reproduces
-(the same failure type as recorded) and raises ``KnownDefectFixed`` when it does not: the mark must
+(the failure recorded: ``fails_as_recorded``) and raises ``KnownDefectFixed`` when it does not: the mark must
 then go, and the file with it where the defect was fixed upstream.
 """
 
@@ -49,7 +49,7 @@ from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
 from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
 from .properties import CORRUPTIONS, OPS_TWICE, PROPERTIES, Metrics, PropertyFailure, run_property
-from .runner import CaseLost, CaseRunner
+from .runner import CaseLost, CaseRunner, device_fault
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
@@ -582,6 +582,18 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     return None
 
 
+def fails_as_recorded(failure: Mapping[str, Any], error: BaseException) -> bool:
+    """Whether ``error`` is the failure a file recorded: of its type or a subclass of it, or, where it
+    recorded a device fault, any device fault (runner.device_fault). A fault surfaces wherever the device
+    reports it: fla's illegal address was recorded as Triton's RuntimeError from a launch and came back in
+    an H200 nightly as torch's AcceleratorError from a synchronize."""
+    if failure["type"] in {cls.__name__ for cls in type(error).__mro__}:
+        return True
+    recorded = RuntimeError(failure.get("message", ""))
+    recorded_fault = failure["type"] == "AcceleratorError" or device_fault(recorded)
+    return recorded_fault and device_fault(error)
+
+
 class KnownDefectFixed(Exception):
     """A file marked known no longer fails as recorded: its defect is gone (module doc)."""
 
@@ -594,7 +606,7 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
     that crashes or hangs raises CaseCrashed/CaseTimeout instead of taking this process down.
 
     A file marked known, replayed on its own subject, inverts that: it returns ``{"known": {reason,
-    still_fails}}`` while it fails as recorded (the same failure type) and raises KnownDefectFixed
+    still_fails}}`` while it fails as recorded (``fails_as_recorded``) and raises KnownDefectFixed
     when it passes on the backend it was found on; on another backend a pass says nothing of the
     defect (TF32 dots exist on a GPU only): its metrics, with ``known_elsewhere`` naming that backend."""
     case = stored.case.on(backend) if backend else stored.case
@@ -610,7 +622,7 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
     try:
         metrics = run()
     except Exception as e:  # noqa: BLE001 - the known failure, or another one (re-raised)
-        if type(e).__name__ != stored.failure["type"]:
+        if not fails_as_recorded(stored.failure, e):
             raise
         return {"known": {"reason": stored.known["reason"], "still_fails": f"{type(e).__name__}: {e}"[:500]}}
     if (case.backend or "cpu") != stored.backend:
