@@ -173,6 +173,10 @@ def check(prop: str, case: Case) -> None:
         elif (isinstance(error, CaseLost) or device_fault(error)) and prop not in _LOST_RECORDED:
             _LOST_RECORDED.add(prop)
             _record(prop, case, error, "first seen, unshrunk")
+        else:
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            TALLY.fail(prop, None, f"(first failing case, not shrunk: the test ended before its minimal case) "
+                       f"{type(error).__name__}: {message}", case.to_dict(), pending=True)
         raise
     finally:
         TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled, began=began,

@@ -191,6 +191,48 @@ def test_an_interrupt_lost_in_a_finalizer_still_stops_the_run(tmp_path) -> None:
     assert doc["interrupted"] is True and doc["tests"] == {NODE: "interrupted"}
 
 
+# A plugin for the child run: plan_coverage fails on every case, and the run is sent SIGTERM at its third
+# case, while Hypothesis shrinks the first failure (a nightly's limit met mid-shrink).
+CUT_WHILE_SHRINKING = """
+import os, signal
+from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.runner import CaseRunner
+
+_seen = []
+
+
+def planted(self, prop, case, *args, **kwargs):
+    _seen.append(case)
+    if len(_seen) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    raise PropertyFailure("planted: plan_coverage fails on every case")
+
+
+def pytest_sessionstart(session):
+    CaseRunner.run = planted
+"""
+
+
+@CPU_RUN
+def test_a_run_cut_while_shrinking_reports_the_failure_it_found(tmp_path) -> None:
+    """The first failing case is in the report of a run cut short before its minimal case was recorded
+    (an H200 nightly reported no failure while its differential property was shrinking one), named as
+    not shrunk, with its case; the store gets nothing (only a minimal case is stored)."""
+    (tmp_path / "cut_while_shrinking.py").write_text(CUT_WHILE_SHRINKING)
+    env = fuzz_env(tmp_path, 1.0)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    report = tmp_path / "r.json"
+    proc = subprocess.run([*fuzz_cmd(report), "-p", "cut_while_shrinking"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]  # interrupted
+    doc = json.loads(report.read_text())
+    assert doc["interrupted"] is True and doc["tests"] == {NODE: "interrupted"}
+    [failure] = doc["failures"]
+    assert failure["property"] == "plan_coverage" and failure["pending"] is True and failure["case"]["T"] >= 1
+    assert failure["message"].startswith("(first failing case, not shrunk") and "planted" in failure["message"]
+    assert not list((tmp_path / "regressions").glob("*.json"))
+
 # ----------------------------------------------------------------------------- time, specializations, pool
 
 # A plugin for the child run: a pool, as fuzz/pool.py notes one for a pooled run, and plan_coverage
@@ -284,6 +326,31 @@ def test_a_tests_time_goes_to_one_column_each_second_shrinking_after_its_first_f
     assert doc["specializations"] == {"fwd a": 2, "bwd a": 1, "bwd b": 1, "fwd c": 2, "bwd c": 2}
     assert doc["cases"] == {"oracle": 4} and doc["warm_cases"] == {"oracle": 3}
 
+
+def test_a_failure_found_is_reported_even_when_the_run_ends_before_its_shrinking(tmp_path) -> None:
+    """fuzz/profiles.py Tally.fail: a test's first failing case is a pending failure, in the tally and its
+    progress file at once (what the report merges when the run is cut: an H200 nightly's SIGTERM came while
+    the differential property shrank fla's failure, and the report said no failure); one pending failure a
+    property; the minimal case's record replaces it, in both; another property's pending one stays."""
+    import json
+
+    from fuzz.profiles import Progress, Tally
+
+    tally = Tally()
+    tally.progress = Progress(tmp_path / "gw0.json", "gw0")
+    tally.fail("oracle", None, "first", {"T": 63}, pending=True)
+    tally.fail("oracle", None, "second", {"T": 5}, pending=True)  # a later failing candidate: no second entry
+    tally.fail("linearity", None, "other", {"T": 1}, pending=True)
+
+    def on_file() -> list[dict[str, Any]]:
+        return json.loads((tmp_path / "gw0.json").read_text())["failures"]
+
+    assert [(f["property"], f["message"], f["pending"]) for f in on_file()] == [
+        ("oracle", "first", True), ("linearity", "other", True)]
+    tally.fail("oracle", "regressions/oracle-x.json", "minimal", {"T": 1})
+    assert [(f["property"], f["message"], f.get("pending")) for f in on_file()] == [
+        ("linearity", "other", True), ("oracle", "minimal", None)]
+    assert [f["message"] for f in tally.drain()["failures"]] == ["other", "minimal"]
 
 def test_specialization_counts_and_times_merge_across_workers(tmp_path, capsys) -> None:
     """Two workers' progress files (fuzz/profiles.py Progress) sum per label and per column, in
