@@ -388,7 +388,7 @@ class Tally:
         with self.lock:
             if pending and any(f.get("pending") and f["property"] == prop for f in self.counts.failures):
                 return
-            failure = {"property": prop, "regression": regression, "message": message, "case": case}
+            failure: dict[str, Any] = {"property": prop, "regression": regression, "message": message, "case": case}
             if pending:
                 failure["pending"] = True
             else:
