@@ -4,6 +4,8 @@ bound, on outputs chosen so that each term decides the bound."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -89,3 +91,19 @@ def test_an_output_of_another_dtype_takes_the_larger_bound(chosen) -> None:
     both = properties.compare_to_oracle({"w": EXACT["w"].to(torch.bfloat16), "u": got["u"].to(torch.bfloat16)},
                                         None, "float16")  # type: ignore[arg-type]
     assert both["u"]["bound_dtype"] in ("float16", "bfloat16") and both["u"]["tol"] == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_error_norms_are_float64_whatever_the_outputs_dtype(dtype: torch.dtype) -> None:
+    """Every comparison's norms (``bounds._norms``) are float64 sums of the float64 difference: in the
+    outputs' own dtype the norm of three differences of 2**-7 rounds at the dtype's unit (bf16: 2**-8
+    relative), far past float64's 1e-15 asked here, and a bound judged on it moves with that rounding."""
+    from wy_ascend.testing.properties.bounds import _norms
+
+    ref = torch.ones(3, dtype=dtype)
+    out = torch.full((3,), 1 + 2.0**-7, dtype=dtype)  # exact in all three dtypes
+    norms = _norms(out, ref)
+    assert norms.dtype == torch.float64
+    finite, diff, scale = norms.tolist()
+    assert finite == 1.0 and scale == math.sqrt(3)
+    assert abs(diff - math.sqrt(3) * 2.0**-7) <= 1e-15 * diff

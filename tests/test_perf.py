@@ -132,6 +132,8 @@ def test_the_timed_calls_are_the_ops_own_calls_and_the_floor_is_one_program(monk
     want_bwd = prepare_wy_repr_bwd(k, v, beta, A, dw, du, g, cu, backend="cpu")
     for got, want in ((fwd, want_fwd), (bwd, want_bwd)):
         assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    for op, want, names in (("fwd", want_fwd, ("w", "u")), ("bwd", want_bwd, ("dk", "dv", "dbeta", "dg"))):
+        assert metrics[op]["bytes"] == perf.compulsory_bytes(inputs, dict(zip(names, want, strict=True)), op)
 
 
 def test_providers_take_turns_and_the_least_median_counts() -> None:
