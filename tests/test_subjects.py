@@ -229,3 +229,9 @@ def test_a_known_defect_of_one_backend_covers_its_cases_there_only() -> None:
     assert known_defect("differential", narrow) is not None
     assert known_defect("oracle", narrow.replace(backend="cpu")) is None
     assert known_defect("oracle", narrow.replace(K=64, V=64)) is None
+    wide = narrow.replace(K=64, V=80, H=2, HV=6, BT=16)  # fla's grid (NT, B * HV) past CUDA's 65,535 in y
+    assert known_defect("differential", wide.replace(B=10923)).file == "oracle-b3dc7546df6d.json"  # 65,538
+    assert known_defect("oracle", wide.replace(B=10922)) is None  # 65,532 blocks launch
+    packed = wide.replace(B=1, T=10923, cu_seqlens=tuple(range(10924)))  # a packed batch's grid is (chunks, HV)
+    assert known_defect("oracle", packed) is None
+    assert known_defect("oracle", wide.replace(B=10923, backend="cpu")) is None
