@@ -6,14 +6,15 @@ H200 out of memory, and an out-of-memory error is no verdict. So each case reser
 bytes (``case_bytes``) in a ledger that all processes of the machine share (a JSON file per device
 under the temporary directory, locked with ``flock``) before it runs, and waits while the
 reservations held would go past the budget (``BUDGET_FRACTION`` of the device's memory). A case
-larger than the budget runs alone. Waiting is first come, first served: a request that does not fit
-takes a ticket, and a later one fits only beside the held reservations and every earlier waiter's
-bytes. Without the queue a request waiting to run alone could wait for ever, every small case of
-the other workers slipping in between its polls (the likely reason an H200 nightly's replay of a
-360k-token case did not end in the run's six minutes of tests). Reservations and tickets of processes that
-died are dropped on the next read. The wait is the case's ``device_wait`` phase (the fuzz report's column of that name). The
-compile warm-up's workers (testing/warm.py), which keep a case's inputs between their tasks, hold a
-reservation for them as long as they do: in an H200 run they held 5.6 GiB each outside the ledger.
+larger than the budget runs alone. Waiting is first come, first served: a request that does not
+fit takes a ticket, and a later one fits only beside the held reservations and every earlier
+waiter's bytes. Without the queue a request waiting to run alone could wait for ever, every small
+case of the other workers slipping in between its polls (the likely reason an H200 nightly's replay
+of a 360k-token case did not end in the run's six minutes of tests). Reservations and tickets of
+processes that died are dropped on the next read. The wait is the case's ``device_wait`` phase (the
+fuzz report's column of that name). The compile warm-up's workers (testing/warm.py), which keep a
+case's inputs between their tasks, hold a reservation for them as long as they do: in an H200 run
+they held 5.6 GiB each outside the ledger.
 """
 
 from __future__ import annotations
