@@ -7,7 +7,7 @@ by the xdist controller (or the one process of a run without xdist):
 * ``replay``: the regression replays (fuzz/test_regressions.py) and every other test that is no
   property test, setup and teardown included, and the part of such a test still running when the run
   was cut short (SIGTERM at the nightly's limit: its report never comes; an H200 nightly left 16% of
-  its worker-seconds unnamed in replays cut mid-way);
+  its worker-seconds unnamed, most of it likely in replays cut mid-way);
 * ``startup``: a worker's start until it is ready to run tests (interpreter, imports, collection);
 * ``idle``: a worker's end until the run's (the others still run their last tests).
 
