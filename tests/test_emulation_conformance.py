@@ -50,6 +50,7 @@ SITUATIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "wrap": {"op": ("add", "sub", "mul"), "operand": ("program-id", "argument", "arange"), "index": ("int32", "int64")},
     "folded": {"axis": ("0", "1", "2"), "size": ("1", "2"), "form": ("direct", "assigned", "derived", "bitwise", "helper"),
                "conversion": ("to", "cast"), "emulation": ("on", "off")},
+    "grid": {"axis": ("0", "1", "2"), "blocks": ("at", "past"), "spread": ("one", "two"), "emulation": ("on", "off")},
 }
 SITUATIONS["race"] = SITUATIONS["barrier"]  # one space of store/barrier/load sequences breaks both
 
@@ -556,4 +557,69 @@ def _check_folded(s: dict[str, str], _: None) -> None:
 
 
 test_folded_each_value, test_folded_drawn = _conformance("folded", _check_folded)
+
+
+# ----------------------------------------------------------------------------- the device's grid limit
+
+# The limits lowered for these launches, so that the twin at the limit runs in a blink; the real ones are
+# asserted below (and a launch one past them is refused before any program runs).
+LIMITS = {"ascend": 6, "gpu": (9, 5, 5)}
+
+
+@triton.jit
+def _ids(out, GY: tl.constexpr, GZ: tl.constexpr):
+    """out[flat program id] = flat program id + 1: every program of the grid ran, once."""
+    p = (tl.program_id(0) * GY + tl.program_id(1)) * GZ + tl.program_id(2)
+    tl.store(out + p, p + 1)
+
+
+def _grid_of(s: dict[str, str]) -> tuple[int, int, int]:
+    """The situation's grid under LIMITS: its measure at the limit or one past it (two past for an even
+    Ascend limit spread over two axes), on ``axis`` alone or with a second axis of 2."""
+    axis, past = int(s["axis"]), s["blocks"] == "past"
+    grid = [1, 1, 1]
+    other = (axis + 1) % 3
+    if s["emulation"] == "on":  # Ascend: the product of the dimensions
+        if s["spread"] == "two":
+            grid[other], grid[axis] = 2, LIMITS["ascend"] // 2 + past
+        else:
+            grid[axis] = LIMITS["ascend"] + past
+    else:  # a GPU: each axis on its own, whatever the product
+        grid[axis] = LIMITS["gpu"][axis] + past
+        if s["spread"] == "two":
+            grid[other] = 2
+    return grid[0], grid[1], grid[2]
+
+
+def _check_grid(s: dict[str, str], _: None) -> None:
+    grid = _grid_of(s)
+    out = torch.zeros(grid[0] * grid[1] * grid[2], dtype=torch.int32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(interpreter, "ASCEND_MAX_BLOCKS", LIMITS["ascend"])
+        mp.setattr(interpreter, "GPU_MAX_GRID", LIMITS["gpu"])
+        with ascend_semantics(s["emulation"] == "on"):
+            message = _raised(_ids[grid], out, GY=grid[1], GZ=grid[2])
+    if s["blocks"] == "past":
+        words = "past Ascend's 6 blocks a launch" if s["emulation"] == "on" else f"grid axis {s['axis']} of "
+        assert message is not None and words in message and "kernel _ids" in message, message
+        assert not out.any()  # refused before any program ran
+    else:
+        assert message is None
+        assert torch.equal(out, torch.arange(1, out.numel() + 1, dtype=torch.int32))
+
+
+test_grid_each_value, test_grid_drawn = _conformance("grid", _check_grid)
+
+
+def test_the_grid_limits_are_the_devices() -> None:
+    """Ascend's 65535 blocks a launch and CUDA's 2**31-1 x 65535 x 65535, as the planner plans with; one past
+    them is refused before any program runs (a program would take the interpreter minutes to reach)."""
+    assert interpreter.ASCEND_MAX_BLOCKS == 65535 == backends.ASCEND_MAX_BLOCKS
+    assert interpreter.GPU_MAX_GRID == (2**31 - 1, 65535, 65535) and backends.CUDA_MAX_GRID == (2**31 - 1, 65535)
+    out = torch.zeros(1, dtype=torch.int32)
+    with ascend_semantics(True):
+        assert "65536 blocks" in (_raised(_ids[(256, 256)], out, GY=256, GZ=1) or "")
+    with ascend_semantics(False):
+        assert "grid axis 1 of 65536 programs" in (_raised(_ids[(1, 65536)], out, GY=65536, GZ=1) or "")
+        assert "grid axis 2 of 65536 programs" in (_raised(_ids[(1, 1, 65536)], out, GY=1, GZ=65536) or "")
 

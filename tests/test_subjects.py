@@ -234,4 +234,30 @@ def test_a_known_defect_of_one_backend_covers_its_cases_there_only() -> None:
     assert known_defect("oracle", wide.replace(B=10922)) is None  # 65,532 blocks launch
     packed = wide.replace(B=1, T=10923, cu_seqlens=tuple(range(10924)))  # a packed batch's grid is (chunks, HV)
     assert known_defect("oracle", packed) is None
-    assert known_defect("oracle", wide.replace(B=10923, backend="cpu")) is None
+    assert known_defect("oracle", wide.replace(B=10923, backend="cpu")).file == "oracle-b3dc7546df6d.json"  # the rule
+
+
+def test_flas_gpu_kernels_launch_past_a_gpus_grid_on_a_large_fixed_batch() -> None:
+    """docs/findings-fla.md 15 on the cpu, with fla-core's own code: its GPU forward launches a grid of
+    (chunks, B * HV), and with B * HV = 65,536 the interpreter's GPU grid rule refuses the launch before any
+    program runs (CUDA's y axis holds 65,535); a packed batch of the same tokens launches (chunks, HV)
+    and is not refused (run here at a few sequences: its rule holds at any size)."""
+    from wy_ascend.interpreter import AscendSemanticsError
+    from wy_ascend.testing.properties.common import subject_of
+
+    case = Case(B=16384, T=1, H=1, HV=4, K=16, V=16, BT=16, dtype="float32", subject="fla", backend="cpu")
+    args = case.arguments(case.build_inputs())
+    args.pop("dw"), args.pop("du")
+    forward, _ = subject_of(case).ops("cpu")
+    with pytest.raises(Exception) as info:
+        forward(**args)
+    cause: BaseException | None = info.value
+    while cause is not None and not isinstance(cause, AscendSemanticsError):
+        cause = cause.__cause__ or cause.__context__
+    assert cause is not None and "grid axis 1 of 65536 programs" in str(cause), info.value
+    packed = Case(B=1, T=3, H=1, HV=4, K=16, V=16, BT=16, dtype="float32", cu_seqlens=(0, 1, 2, 3), subject="fla",
+                  backend="cpu")
+    packed_args = packed.arguments(packed.build_inputs())
+    packed_args.pop("dw"), packed_args.pop("du")
+    w, u = forward(**packed_args)
+    assert w.shape == (1, 3, 4, 16) and bool(torch.isfinite(w).all())

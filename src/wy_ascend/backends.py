@@ -42,14 +42,12 @@ import torch
 
 from .env import number, switch
 from .errors import BackendUnavailableError
-from .planning import INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
+from .planning import ASCEND_MAX_BLOCKS, CUDA_MAX_GRID, INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
 
 T = TypeVar("T")
 
 BACKEND_ENV = "WY_ASCEND_BACKEND"
-ASCEND_MAX_BLOCKS = 65535
 ASCEND_UB_BYTES = 192 * 1024  # unified buffer per core on 910B (A2)
-CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
 # The interpreter has no cores; 4 programs make every persistent loop run several tasks.
 CPU_INTERPRETER_CORES = 4
 # Narrowest tile whose dots take bf16 operands on cuda by default (a narrower K or V is

@@ -33,6 +33,12 @@ opposite passes on the CPU and on CUDA and fails only on an NPU (docs/design.md 
   comes out right here; a program storing an address twice is in order and allowed.
 * int32 index arithmetic wraps at 2**31 as on the device: the interpreter computes int32
   values in numpy int32, which wraps already (the conformance suite checks it).
+* a launch past its device's grid limit raises ``AscendSemanticsError`` before any program runs:
+  with the emulation, more than ``ASCEND_MAX_BLOCKS`` blocks (the product of the grid's
+  dimensions: Ascend's limit); without it, the kernels are a GPU's, more programs on an axis than
+  ``GPU_MAX_GRID`` allows (CUDA's 2**31-1 on x, 65535 on y and z; a product past 65535 is fine
+  there). The interpreter runs any grid, so a kernel that never splits its launch passes on the
+  CPU and fails at scale on the device (fla-core's GPU kernels launch (chunks, B * HV)).
 
 * a program id of a grid axis of 1 folds to a constexpr in Ascend's frontend: under the
   emulation ``tl.program_id`` returns one there, whose ``.to()`` raises ``AscendSemanticsError``
@@ -58,13 +64,16 @@ store's lanes are all, or one half masked off):
 * wrap: op add|sub|mul; operand program-id|argument|arange; index int32|int64
 * folded: axis 0|1|2; size 1|2; form direct|assigned|derived|bitwise|helper; conversion to|cast;
   emulation on|off
+* grid: axis 0|1|2; blocks at|past; spread one|two; emulation on|off
 
 (barrier and race: each program runs a sequence of ``length`` ops, each op a store, a barrier or a
 load of one scratch tensor's lanes; ``allocations two``: each load also reads a second tensor (by
 offsets: a block pointer spans one tensor); ``pointer block``: through ``tl.make_block_ptr``, its
 boundary_check the mask;
 ``index``: the offsets' type; ``wrap``'s int64 is the twin that does not wrap; ``folded``'s derived
-and bitwise forms: the program id in arithmetic and in bitwise operations with constants.)
+and bitwise forms: the program id in arithmetic and in bitwise operations with constants; ``grid``:
+the launch has ``blocks`` at the limit (the twin that runs) or one past it on ``axis``, alone or
+``spread`` over it and a second axis of 2.)
 
 Not emulated (only the NPU shows them): whether a dot really clobbers (the emulation
 assumes the worst, always); unified-buffer overflow (the UB model and the lowering gate cover
@@ -87,20 +96,42 @@ import numpy as np
 
 from .env import switch
 from .errors import BackendUnavailableError
+from .planning import ASCEND_MAX_BLOCKS, CUDA_MAX_GRID
 
 EMULATION_ENV = "WY_ASCEND_EMULATION"
 INTERPRETER_DIST = "triton-ascend"
 
 
 class AscendSemanticsError(RuntimeError):
-    """A kernel did something that is unsafe or faults on an Ascend NPU (raised by the cpu
-    backend's emulation, ``ascend_semantics``). Fix the kernel; the message names the line."""
+    """A kernel did something that is unsafe or faults on an Ascend NPU, or on any device (raised by the
+    cpu backend's emulation, ``ascend_semantics``, and by the checks that hold without it: addresses,
+    races, a GPU's grid limit). Fix the kernel; the message names the line or the kernel."""
 
 
 def emulation_default() -> bool:
     """Whether cpu-backend launches emulate Ascend semantics when the call does not say:
     on unless ``WY_ASCEND_EMULATION=0``."""
     return switch(EMULATION_ENV, True)
+
+
+GPU_MAX_GRID = (*CUDA_MAX_GRID, CUDA_MAX_GRID[1])  # x, y, z: z holds what y does
+
+
+def check_grid(grid: tuple[int, int, int], kernel: str) -> None:
+    """Refuse a launch of ``kernel`` whose ``grid`` is past its device's limit (module doc): Ascend's blocks
+    with the emulation, a GPU's axes without it."""
+    if _STATE.active:
+        blocks = grid[0] * grid[1] * grid[2]
+        if blocks > ASCEND_MAX_BLOCKS:
+            raise AscendSemanticsError(
+                f"a launch of {blocks} blocks (grid {grid}) is past Ascend's {ASCEND_MAX_BLOCKS} blocks a launch: "
+                f"split it into launches (or loop over tasks in fewer programs); kernel {kernel}")
+        return
+    for axis, (n, limit) in enumerate(zip(grid, GPU_MAX_GRID, strict=True)):
+        if n > limit:
+            raise AscendSemanticsError(
+                f"grid axis {axis} of {n} programs (grid {grid}) is past a GPU's {limit} on that axis (CUDA's grid "
+                f"limit; the launch fails there): split it into launches or move the work to axis 0; kernel {kernel}")
 
 
 class _State:
@@ -112,6 +143,7 @@ class _State:
     access's element size, ``itemsize``)."""
 
     active = False
+    kernel = "?"  # the kernel of the launch being set up
     ranges: list[tuple[int, int]] = []
     stored: dict[int, list[Any]] = {}
     program: dict[tuple[str, int], list[Any]] = {}
@@ -405,7 +437,7 @@ def _install_emulation_once() -> None:
     _TRITON_DIR = Path(triton.__file__).resolve().parent
     builder = type(interpreter.interpreter_builder)
     create_dot, masked_load, masked_store = builder.create_dot, builder.create_masked_load, builder.create_masked_store
-    create_barrier, set_grid_idx = builder.create_barrier, builder.set_grid_idx
+    create_barrier, set_grid_idx, set_grid_dim = builder.create_barrier, builder.set_grid_idx, builder.set_grid_dim
     init_args = interpreter.GridExecutor._init_args_hst
 
     def dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
@@ -453,7 +485,13 @@ def _install_emulation_once() -> None:
         _next_program()
         return set_grid_idx(self, *idx)
 
+    # Checked with the emulation off too, against a GPU's limits (check_grid).
+    def grid_dim(self: Any, nx: int, ny: int, nz: int) -> Any:
+        check_grid((nx, ny, nz), _STATE.kernel)
+        return set_grid_dim(self, nx, ny, nz)
+
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        _STATE.kernel = getattr(self.fn, "__name__", "?")
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         tensors = [a for a in (*args_hst, *kwargs_hst.values()) if hasattr(a, "untyped_storage")]
         _STATE.ranges = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors)]
@@ -495,6 +533,7 @@ def _install_emulation_once() -> None:
     builder.create_masked_store = store
     builder.create_barrier = barrier
     builder.set_grid_idx = grid_idx
+    builder.set_grid_dim = grid_dim
     interpreter.GridExecutor._init_args_hst = init_args_hst
     program_id, to_tensor = triton.language.semantic.program_id, triton.language.semantic.to_tensor
     triton.language.semantic.program_id = folded_program_id

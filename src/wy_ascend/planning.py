@@ -23,6 +23,10 @@ from typing import Literal
 LaunchMode = Literal["grid", "persistent"]
 
 INT32_MAX = 2**31 - 1
+# The devices' launch limits: an Ascend launch holds at most this many blocks (the product of its grid's
+# dimensions); a CUDA grid at most INT32_MAX programs on its x axis and 65535 on y (and on z).
+ASCEND_MAX_BLOCKS = 65535
+CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
 
 # Minimum tile width: tl.dot needs every dimension >= 16 on all Triton backends.
 MIN_TILE = 16
