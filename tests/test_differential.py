@@ -36,6 +36,41 @@ def test_the_peer_runs_what_it_claims() -> None:
     assert peer_case(Case(T=20, backend="cpu", corruption="k_3d")) is None
 
 
+
+# Each claim against the one feature of a case it decides: (the claim withheld, the case given that feature).
+_FEATURES = {
+    "varlen": (dict(varlen=False), dict(T=40, cu_seqlens=(0, 15, 40))),
+    "strided": (dict(strided=False), dict(memory={"k": "transposed:1"})),
+    "dtypes": (dict(dtypes=("float32",)), dict(dtype="bfloat16")),
+    "chunk_sizes": (dict(chunk_sizes=(64,)), dict(BT=16)),
+    "dims": (dict(dims=(16, 256)), dict(K=8)),
+    "pow2_dims": (dict(pow2_dims=True), dict(V=48)),
+    "head_ratios": (dict(head_ratios=(1,)), dict(H=1, HV=2)),
+    "gate_dtypes": (dict(gate_dtypes=False), dict(use_g=True, g_dtype="float32", dtype="bfloat16")),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(_FEATURES))
+def test_each_claim_decides_its_own_feature(feature: str) -> None:
+    """claimed(): a case is taken by claims that allow all it is and refused by claims that withhold any one
+    of its features; a claim a case does not touch never refuses it, and a corrupted case is never taken.
+    For every claim, in both directions (a varlen case was once refused by every subject that claims varlen,
+    and the differential left every packed batch out)."""
+    from wy_ascend.testing.properties.differential import claimed
+
+    withheld, given = _FEATURES[feature]
+    base = Case(T=40, H=1, HV=1, K=16, V=16, BT=64, dtype="float32")
+    case = base.replace(**given)
+    everything = subjects.Claims()
+    assert claimed(everything, base) and claimed(everything, case)
+    assert not claimed(dataclasses.replace(everything, **withheld), case)
+    assert claimed(dataclasses.replace(everything, **withheld), base)
+    touched = {feature} | ({"dtypes"} if feature == "gate_dtypes" else set())  # its case is bfloat16 too
+    for other, (others_withheld, _) in _FEATURES.items():  # a claim the case does not touch never refuses it
+        if other not in touched:
+            assert claimed(dataclasses.replace(everything, **others_withheld), case), other
+    assert not claimed(everything, case.replace(corruption="k_3d"))
+
 @needs_fla
 @pytest.mark.cpu_backend
 def test_the_side_that_fails_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
