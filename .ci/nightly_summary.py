@@ -36,6 +36,7 @@ from fuzz.counts import (  # noqa: E402  (no third-party imports: works when the
     RUN_COLUMNS,
     Counts,
     breakdown,
+    pending_failures,
     pool_coverage,
     pool_line,
     rate,
@@ -83,7 +84,7 @@ def parts_report(report: Path | None) -> dict[str, Any] | None:
     counts = Counts()
     for doc in docs:
         counts.merge(doc)
-    properties, failures = counts.properties(), counts.failures
+    properties, failures = counts.properties(), counts.failures + pending_failures(docs)
     total = sum(p["cases"] for p in properties.values())
     times = [(d["started"], d["updated"]) for d in docs if isinstance(d.get("started"), (int, float))
              and isinstance(d.get("updated"), (int, float))]

@@ -75,7 +75,7 @@ import pytest
 
 from fuzz import profiles
 from fuzz.accounting import Accounting
-from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pool_coverage, pool_line, rate
+from fuzz.counts import CASE_COLUMNS, RUN_COLUMNS, Counts, breakdown, pending_failures, pool_coverage, pool_line, rate
 from fuzz.profiles import DEFAULT_REPORT, PROPERTY_NAMES, REPORT_ENV, TALLY, Progress, RunConfig, select
 from wy_ascend import subjects
 from wy_ascend.env import number, switch
@@ -388,7 +388,7 @@ class FuzzReport:
         total = Counts()
         for _, doc in sorted(sources.items()):
             total.merge(doc)
-        total.failures += self.unrecorded
+        total.failures += pending_failures(parts.values()) + self.unrecorded
         return total
 
     def summary(self) -> dict[str, Any]:

@@ -69,6 +69,12 @@ def breakdown(properties: Mapping[str, Mapping[str, Any]], wall_seconds: float, 
     return {"wall_seconds": round(wall_seconds, 3), "workers": workers, "worker_seconds": total, "columns": columns}
 
 
+def pending_failures(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The failures found but never shrunk to a recorded minimal case, from progress files (fuzz/profiles.py
+    ``Tally.found``): a run that ended while Hypothesis shrank them reports them from these."""
+    return [dict(f) for doc in docs for f in doc.get("pending") or [] if isinstance(f, Mapping)]
+
+
 def pool_coverage(pool: list[str] | None, specializations: Mapping[str, int]) -> dict[str, Any]:
     """The report's pool fields: ``pool`` (its labels; None: the run had no pool),
     ``pool_covered`` (how many got a case) and ``pool_without_cases`` (the others, in pool order)."""

@@ -262,9 +262,9 @@ class Progress:
     """This process's cumulative counts per property (never drained), kept on disk as it goes.
 
     ``write`` rewrites ``path`` (tmp + ``os.replace``: a reader or a kill never sees half a file)
-    with ``{worker, device, pid, profile, backend, test, started, updated, pool}`` (``POOL_LABELS``)
-    and the counts (``Counts.as_dict``: cases, seconds, cpu_seconds, warm_cases, warm_seconds,
-    failures, time, specializations). The tally calls it after every case, but a case alone
+    with ``{worker, device, pid, profile, backend, test, started, updated, pool}`` (``POOL_LABELS``),
+    the counts (``Counts.as_dict``: cases, seconds, cpu_seconds, warm_cases, warm_seconds,
+    failures, time, specializations) and ``pending`` (``Tally.found``). The tally calls it after every case, but a case alone
     rewrites it at most every ``CASE_WRITE_S`` (a write takes up to ~0.5 ms once hundreds of
     specializations are counted), a failure and the end of a test at once; so a run killed
     mid-property still leaves the counts of its in-flight items but for their last 0.1 s
@@ -281,16 +281,13 @@ class Progress:
     device: str | None = None  # what the worker bound (fuzz/conftest.py bind_worker_device)
     test: str | None = None  # nodeid of the item running (or last run), noted on failures
     counts: Counts = field(default_factory=Counts)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # property -> its first failing case (Tally)
     started: float = field(default_factory=time.time)
     written: float = -math.inf  # time.monotonic() of the last write
 
     def fail(self, failure: dict[str, Any]) -> None:
         self.counts.failures.append({**failure, "test": self.test})
         self.write()
-
-    def settle(self, prop: str) -> None:
-        """Drop ``prop``'s pending failures (Tally.fail: its minimal case is recorded now)."""
-        self.counts.failures[:] = [f for f in self.counts.failures if not (f.get("pending") and f["property"] == prop)]
 
     def write(self, every: float = 0.0) -> None:
         """Rewrite the file unless that was done less than ``every`` seconds ago; a failed write
@@ -300,7 +297,7 @@ class Progress:
         self.written = time.monotonic()
         doc = {"worker": self.worker, "device": self.device, "pid": os.getpid(), "profile": self.profile,
                "backend": self.backend, "test": self.test, "started": self.started, "updated": time.time(),
-               "pool": POOL_LABELS, **self.counts.as_dict()}
+               "pool": POOL_LABELS, **self.counts.as_dict(), "pending": list(self.pending.values())}
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             tmp.write_text(json.dumps(doc, default=str))
@@ -378,27 +375,28 @@ class Tally:
         if self.interrupt is not None:
             raise KeyboardInterrupt(self.interrupt)
 
-    def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any],
-             pending: bool = False) -> None:
-        """A failure of ``prop`` on ``case``. ``pending``: the test's first failing case, before Hypothesis
-        shrinks it (one a property at most; a later pending one is dropped): a run cut short while shrinking
-        (the nightly's SIGTERM) still reports what it found, as an H200 nightly did not (its differential
-        property was shrinking fla's failure at the cut and the report said no failure). A failure not
-        pending replaces the property's pending one."""
+    def fail(self, prop: str, regression: str | None, message: str, case: dict[str, Any]) -> None:
+        """A recorded failure of ``prop`` on ``case`` (its pending one, if any, is dropped: ``found``)."""
         with self.lock:
-            if pending and any(f.get("pending") and f["property"] == prop for f in self.counts.failures):
-                return
-            failure: dict[str, Any] = {"property": prop, "regression": regression, "message": message, "case": case}
-            if pending:
-                failure["pending"] = True
-            else:
-                self.counts.failures[:] = [f for f in self.counts.failures
-                                           if not (f.get("pending") and f["property"] == prop)]
-                if self.progress is not None:
-                    self.progress.settle(prop)
+            failure = {"property": prop, "regression": regression, "message": message, "case": case}
             self.counts.failures.append(failure)
             if self.progress is not None:
+                self.progress.pending.pop(prop, None)
                 self.progress.fail(failure)
+
+    def found(self, prop: str, message: str, case: dict[str, Any]) -> None:
+        """The running test's first failing case of ``prop``, before Hypothesis shrinks it: kept in the progress
+        file's ``pending`` (one a property) until ``fail`` records the minimal case, so a run cut short while
+        shrinking (the nightly's SIGTERM) still reports what it found (``counts.pending_failures``), as an H200
+        nightly did not (its differential property was shrinking fla's failure at the cut and the report said
+        no failure). A process without a progress file ships its tallies at the test's end, by when the
+        minimal case is recorded."""
+        with self.lock:
+            if self.progress is None or prop in self.progress.pending:
+                return
+            self.progress.pending[prop] = {"property": prop, "regression": None, "message": message, "case": case,
+                                           "pending": True, "test": self.progress.test}
+            self.progress.write()
 
     def drain(self) -> dict[str, Any]:
         """The counts since the last drain (``Counts.as_dict``), reset."""

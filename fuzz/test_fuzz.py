@@ -175,8 +175,8 @@ def check(prop: str, case: Case) -> None:
             _record(prop, case, error, "first seen, unshrunk")
         else:
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            TALLY.fail(prop, None, f"(first failing case, not shrunk: the test ended before its minimal case) "
-                       f"{type(error).__name__}: {message}", case.to_dict(), pending=True)
+            TALLY.found(prop, f"(first failing case, not shrunk: the test ended before its minimal case) "
+                        f"{type(error).__name__}: {message}", case.to_dict())
         raise
     finally:
         TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled, began=began,
