@@ -258,3 +258,16 @@ def test_varlen_split_holds_a_fixed_batch_to_its_rows_packed(monkeypatch) -> Non
     with pytest.raises(properties.PropertyFailure,
                        match="a fixed batch differs from its rows packed as sequences: dg: 1 elements differ"):
         properties.check_varlen_split(case)
+
+
+@pytest.mark.parametrize(("subject", "backend", "two"), [
+    ("wy_ascend", "cpu", False), ("wy_ascend", "cuda", True), ("wy_ascend", "npu", True),
+    ("wy_ascend", "npu-cuda", True), ("fla-ascend", "cpu", True), ("fla-ascend", "npu", True),
+    ("fla", "cpu", True), ("fla", "cuda", True)])
+def test_a_fixed_and_a_packed_batch_are_two_programs_where_compiled_or_foreign(subject, backend, two) -> None:
+    """varlen_split holds a fixed batch to its rows packed bit for bit only where one program runs both (this
+    project's ops on the interpreter); a compiled backend compiles two, and a foreign subject takes two host
+    paths (fla-ascend exponentiates a fixed batch's gates in torch, a packed one's in the kernel): there the
+    two are held to the rounding of two compiles. Each subject on each backend it runs on."""
+    case = Case(B=2, T=20, backend=backend, subject=subject)
+    assert invariance._two_programs(case) is two
