@@ -165,3 +165,33 @@ def test_a_launch_floor_whose_kernel_did_not_run_once_is_refused(monkeypatch) ->
     monkeypatch.setattr(perf, "device_time", lambda fn: 0.001)
     with pytest.raises(RuntimeError, match="the launch floor's kernel ran 0 programs, not 1"):
         perf.device_limits("cpu")
+
+
+@pytest.mark.parametrize("warmed", [None, "summary of the warm-up"])
+def test_the_property_compiles_first_then_measures_and_a_slow_result_fails(monkeypatch, capsys, warmed) -> None:
+    """check_perf on a device (stand-ins for the device, the warm-up and the timing: no GPU here): the kernels
+    are compiled first by the warm-up, whose summary goes to stderr where there is one; then the measurement,
+    confirmed, is the metrics; a PerfFailure is a PropertyFailure naming the bound."""
+    import types
+
+    from wy_ascend.testing import warm
+    from wy_ascend.testing.failure import PropertyFailure
+    from wy_ascend.testing.properties import perf as perf_property
+
+    case = Case(T=20, backend="cuda")
+    calls: list[str] = []
+    monkeypatch.setattr(perf_property, "device_of", lambda c: torch.device("cuda"))
+    monkeypatch.setattr(perf_property, "build_inputs", lambda c: calls.append("inputs") or "inputs")
+    result = None if warmed is None else types.SimpleNamespace(summary=lambda: warmed)
+    monkeypatch.setattr(warm, "warm", lambda c: calls.append("warm") or result)
+    monkeypatch.setattr(perf, "measure", lambda c, inputs: calls.append(f"measure {inputs}") or {"fwd": {"ms": 1.0}})
+    monkeypatch.setattr(perf, "confirmed", lambda measured: measured())
+    assert perf_property.check_perf(case) == {"fwd": {"ms": 1.0}}
+    assert calls == ["warm", "inputs", "measure inputs"]
+    assert capsys.readouterr().err == ("" if warmed is None else f"{warmed}\n")
+
+    def slow(measured):  # noqa: ANN001, ANN202
+        raise perf.PerfFailure("fwd: 9 ms > bound 2 ms", {"fwd": {"ms": 9.0}})
+    monkeypatch.setattr(perf, "confirmed", slow)
+    with pytest.raises(PropertyFailure, match="slower than the bound: fwd: 9 ms > bound 2 ms"):
+        perf_property.check_perf(case)
