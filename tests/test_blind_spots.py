@@ -215,6 +215,17 @@ def test_cuda_plans_split_the_batch_head_axis_at_65535(monkeypatch) -> None:
         real_plan.cache_clear()
 
 
+def test_cuda_plans_keep_a_long_chunk_axis_in_one_launch_on_x() -> None:
+    """CUDA's x axis holds 2**31-1 programs, y 65535: 70,000 chunks of one head are one launch of 70,000 x 1
+    programs, which plan_coverage must pass (each axis against its own limit; a check of x against y's limit
+    fails this plan)."""
+    case = Case(B=1, T=16 * 70000, H=1, HV=1, BT=16, device="cuda-H200")
+    metrics = check_plan_coverage(case)
+    assert metrics["fwd"]["launches"] == metrics["bwd"]["launches"] == 1
+    spec = device_spec("cuda-H200", LaunchConfig())
+    assert spec.max_grid == CUDA_MAX_GRID and 70000 > spec.max_grid[1]
+
+
 # ----------------------------------------------------------------------------- corruption positions
 
 

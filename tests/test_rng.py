@@ -234,3 +234,13 @@ def test_a_gpu_builds_the_inputs_the_cpu_builds(case):
         eps, a, b = torch.finfo(a.dtype).eps, a.double().nan_to_num(), b.double().nan_to_num()
         bound = eps * a.abs() + 1e-9 * float(a.abs().max())
         assert bool(((a - b).abs() <= bound).all()), name
+
+
+def test_mix_takes_any_python_int_as_its_uint64() -> None:
+    """SplitMix64's finalizer with uint64 semantics: an int past 64 bits or below zero mixes as its value
+    mod 2**64 (a seed arithmetic that overflows or goes negative still gives the stream of its bits)."""
+    for z in (0, 1, 12345, 2**63, 2**64 - 1):
+        assert rng.mix(z + 2**64) == rng.mix(z + 5 * 2**64) == rng.mix(z)
+        assert rng.mix(z - 2**64) == rng.mix(z)
+    assert rng.mix(-1) == rng.mix(2**64 - 1) and 0 <= rng.mix(-1) < 2**64
+
