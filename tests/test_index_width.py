@@ -170,6 +170,20 @@ def test_the_property_fails_a_subject_whose_offsets_wrap_and_passes_its_twin() -
     assert metrics["fwd"]["max_offset"] >= 2**31 and metrics["bwd"]["launches"] == 0  # the toy has no backward kernel
 
 
+@pytest.mark.parametrize("error", [RuntimeError("device lost"), KeyError("k"), ValueError("refused late")])
+def test_an_error_that_is_no_wrap_leaves_the_audit_as_it_is(error: Exception) -> None:
+    """An op's own error during the audit is the case's error, its type and text kept (not a wrap verdict):
+    any error but a refusal before a launch; a ValueError after a launch too."""
+    def forward(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, A: torch.Tensor, *rest: object) -> tuple:
+        if isinstance(error, ValueError):  # a refusal only before any launch
+            _toy_ops(wide=True).forward(k, v, beta, A)
+        raise error
+
+    with pytest.raises(type(error)) as info:
+        check_index_width(BIG, Ops(forward, lambda *a: (None, None, None, None), torch.device("cpu")))
+    assert info.value is error and not isinstance(info.value, PropertyFailure)
+
+
 @pytest.mark.parametrize("case", [
     # head-major gates of HV x T >= 2**31: the offset i_h * T the audit found wrapping in int32 (kernels._gate_base)
     Case(T=2**25, H=65, HV=65, K=16, V=16, BT=16, dtype="bfloat16", backend="cpu"),
