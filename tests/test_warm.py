@@ -204,3 +204,24 @@ def test_warm_takes_its_jobs_from_the_rule(monkeypatch: pytest.MonkeyPatch) -> N
     assert warm.warm(Case(backend="cpu")) is None  # the interpreter compiles nothing
     monkeypatch.setenv(warm.JOBS_ENV, "1")
     assert warm.warm(Case(backend="cuda")) is None
+
+
+def test_a_worker_keeps_one_subjects_inputs_between_its_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_config builds a subject's calls once and reuses them for every task of that subject (the inputs of a
+    large case take seconds and GiBs to build), and builds again for another subject; the calls it runs are
+    the current subject's."""
+    import torch
+
+    monkeypatch.setattr(warm, "_CALLS", None)
+    built: list[str] = []
+    ran: list[str] = []
+
+    def calls_of(subject: str):  # noqa: ANN202
+        def make() -> warm.Calls:
+            built.append(subject)
+            return {"fwd": {"ours": lambda: ran.append(subject)}, "bwd": {}}
+        return make
+
+    for subject in ("a", "a", "a", "b", "b", "a"):
+        assert warm.run_config(subject, torch.device("cpu"), calls_of(subject), "fwd", "ours", 0) == warm.COMPILED
+    assert built == ["a", "b", "a"] and ran == ["a", "a", "a", "b", "b", "a"]
