@@ -64,10 +64,15 @@ def _note(error: BaseException, note: str) -> None:
         error.add_note(note)
 
 
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, or its type's name where it has none."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def _record(prop: str, case: Case, error: BaseException, what: str = "minimal case") -> None:
     """Write the failing case to regressions/ and note it in the tally (never masks ``error``)."""
     path: str | None = None
-    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    message = _first_line(error)
     try:
         from wy_ascend.testing.store import store_failure
 
@@ -174,9 +179,8 @@ def check(prop: str, case: Case) -> None:
             _LOST_RECORDED.add(prop)
             _record(prop, case, error, "first seen, unshrunk")
         else:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
             TALLY.found(prop, f"(first failing case, not shrunk: the test ended before its minimal case) "
-                        f"{type(error).__name__}: {message}", case.to_dict())
+                        f"{type(error).__name__}: {_first_line(error)}", case.to_dict())
         raise
     finally:
         TALLY.add(prop, time.perf_counter() - start, time.process_time() - cpu + child_cpu, compiled, began=began,

@@ -119,10 +119,12 @@ def _chunk_layout(cu_seqlens: torch.Tensor | None, B: int, T: int, BT: int, devi
 
 
 def _gather(x: torch.Tensor, lay: _Layout) -> torch.Tensor:
-    """``[B, T, *rest]`` -> ``[C, BT, *rest]`` float64, zero in pad rows (differentiable)."""
+    """``[B, T, *rest]`` -> ``[C, BT, *rest]`` float64, zero in pad rows (differentiable). A pad row reads
+    the last token and is then zeroed, so no padded copy of the whole input is made (once a slice of the
+    chunks, ``_slices``)."""
     flat = x.to(_F64).reshape(-1, *x.shape[2:])
-    flat = torch.cat([flat, flat.new_zeros(1, *x.shape[2:])])
-    return flat[lay.idx]
+    rows = flat[lay.idx.clamp(max=max(flat.shape[0] - 1, 0))]
+    return torch.where(lay.valid.view(*lay.valid.shape, *[1] * (rows.dim() - 2)), rows, 0.0)
 
 
 def _gather_A(A: torch.Tensor, lay: _Layout) -> torch.Tensor:

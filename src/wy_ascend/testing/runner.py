@@ -468,8 +468,13 @@ DEVICE_FAULTS = ("illegal memory access", "illegal address", "unspecified launch
 
 def device_fault(error: BaseException) -> bool:
     """Whether ``error`` is a kernel's fault on a device (``DEVICE_FAULTS``), not a result or a refusal."""
-    text = f"{type(error).__name__}: {error}".lower()
-    return type(error).__name__ == "AcceleratorError" or any(fault in text for fault in DEVICE_FAULTS)
+    return names_device_fault(type(error).__name__, str(error))
+
+
+def names_device_fault(type_name: str, message: str) -> bool:
+    """``device_fault`` of an error known by its type's name and its message (a stored file's failure)."""
+    text = f"{type_name}: {message}".lower()
+    return type_name == "AcceleratorError" or any(fault in text for fault in DEVICE_FAULTS)
 
 
 def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> NoReturn:

@@ -49,7 +49,7 @@ from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
 from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
 from .properties import CORRUPTIONS, OPS_TWICE, PROPERTIES, Metrics, PropertyFailure, run_property
-from .runner import CaseLost, CaseRunner, device_fault
+from .runner import CaseLost, CaseRunner, device_fault, names_device_fault
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
@@ -589,9 +589,7 @@ def fails_as_recorded(failure: Mapping[str, Any], error: BaseException) -> bool:
     an H200 nightly as torch's AcceleratorError from a synchronize."""
     if failure["type"] in {cls.__name__ for cls in type(error).__mro__}:
         return True
-    recorded = RuntimeError(failure.get("message", ""))
-    recorded_fault = failure["type"] == "AcceleratorError" or device_fault(recorded)
-    return recorded_fault and device_fault(error)
+    return names_device_fault(failure["type"], failure.get("message", "")) and device_fault(error)
 
 
 class KnownDefectFixed(Exception):
