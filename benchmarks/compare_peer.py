@@ -138,7 +138,7 @@ def _kernel_ms(fn: Callable[[], Any], calls: int = 20) -> float:
     """Device time of one call's kernels in ms: their durations in torch.profiler's CUDA trace over
     ``calls`` calls, summed, per call. The host's time between launches is left out: on a shape whose
     host work outlasts its kernels, do_bench times the host, which varied 2-5x between rounds on the
-    H200's host (session 18: 23-52 us for one shape whose kernels took 8.6 us)."""
+    H200's host (the benchmark run of 2026-12-02 in docs/ledger.md: 23-52 us for one shape whose kernels took 8.6 us)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()

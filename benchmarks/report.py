@@ -137,7 +137,7 @@ def peer_markdown(peer: dict, plot_name: str | None) -> str:
               + (" 'kernels' is the device time of one call's kernels alone (torch.profiler's CUDA trace over 20 "
                  "calls), the host's time between launches left out: where a call's host work outlasts its "
                  "kernels, do_bench's time is the host's, and it varied 2-5x between rounds on the H200's host "
-                 "(docs/ledger.md session 18); both ratios are held to the target." if kernel else "")]
+                 "(docs/ledger.md, the benchmark run of 2026-12-02); both ratios are held to the target." if kernel else "")]
     header = ("| shape | op | ours ms | fla ms | ours / fla | ours GB/s | ours HBM | fla HBM | ratio target | "
               "HBM target |" + (" latency ours / fla ms |" if latency else "") + (" first s ours / fla |" if first
                                                                                    else "")
