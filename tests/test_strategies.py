@@ -18,6 +18,7 @@ from fuzz.strategies import (
     BLOCK_LIMIT,
     CPU_SIZES,
     MIXED_LARGE_ONE_IN,
+    SMALL_DIMS,
     VARLEN_KINDS,
     bad_input_cases,
     beyond_limit_plan_cases,
@@ -30,12 +31,14 @@ from fuzz.strategies import (
     mixed_cases,
     num_chunks,
     plan_cases,
+    plannable_chunk_sizes,
     tiles_per_task,
     varlen_lengths,
 )
+from wy_ascend import subjects
 from wy_ascend.backends import BACKENDS
 from wy_ascend.planning import plan
-from wy_ascend.testing.case import LATER_FIELDS, Case
+from wy_ascend.testing.case import LATER_FIELDS, LAUNCH_KNOBS, Case
 from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import validate
 
@@ -249,3 +252,34 @@ def test_mixed_cases_draw_one_large_case_in_several() -> None:
     draw()
     share = sum(drawn) / len(drawn)
     assert 0.4 / MIXED_LARGE_ONE_IN <= share <= 2.0 / MIXED_LARGE_ONE_IN, share
+
+
+@pytest.mark.parametrize("name", sorted(subjects.SUBJECTS))
+def test_each_subjects_draws_reach_everything_its_claims_take(name: str) -> None:
+    """A subject's draws (``cases`` with its name) cover its claims (``subjects.Claims``), not only stay within
+    them: every dtype and chunk size it takes, fixed and packed batches with and without chunk_indices, both
+    index dtypes, gates of another dtype, grouped heads, dims below 16 and not powers of two where it takes
+    them, every knob it takes (none it does not) and views where it takes them. A strategy that silently
+    narrows (a claim read backwards, a branch that stops drawing) shows as a value never drawn."""
+    claims = subjects.get(name).claims
+    foreign = subjects.get(name).foreign
+    sizes = CPU_SIZES.scaled(small_dims=SMALL_DIMS) if foreign else CPU_SIZES
+    drawn = draw_many(st.booleans().flatmap(lambda memory: cases(sizes, "cpu", memory=memory, subject=name)), 400)
+    assert {c.subject for c in drawn} == {name}
+    assert {c.dtype for c in drawn} == set(claims.dtypes)
+    assert {c.BT for c in drawn} == set(claims.chunk_sizes) & set(plannable_chunk_sizes("cpu") if not foreign
+                                                                   else claims.chunk_sizes)
+    assert {(c.cu_seqlens is not None, c.chunk_indices) for c in drawn} == (
+        {(False, False), (True, False), (True, True)} if claims.varlen else {(False, False)})
+    assert {c.index_dtype for c in drawn if c.cu_seqlens is not None} == ({"int32", "int64"} if claims.varlen else set())
+    assert {c.use_g for c in drawn} == {True, False}
+    other_gates = [c for c in drawn if c.beta_dtype not in (None, c.dtype) or c.g_dtype not in (None, c.dtype)]
+    assert bool(other_gates) == claims.gate_dtypes
+    ratios = {c.HV // c.H for c in drawn}
+    assert any(r > 1 for r in ratios) and (claims.head_ratios is None or ratios <= set(claims.head_ratios))
+    dims = {d for c in drawn for d in (c.K, c.V)}
+    assert claims.dims[0] <= min(dims) and max(dims) <= claims.dims[1]
+    assert any(d & (d - 1) for d in dims) == (not claims.pow2_dims)
+    assert any(d < 16 for d in dims) == (foreign and claims.dims[0] < 16)
+    assert {k for c in drawn for k in c.knobs} == {k for k in LAUNCH_KNOBS if claims.takes(k)}
+    assert any(layout != "offset" for c in drawn for layout in c.memory.values()) == claims.strided
