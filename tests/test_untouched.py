@@ -74,3 +74,47 @@ def test_a_write_into_padding_fails(monkeypatch: pytest.MonkeyPatch, case: Case,
     monkeypatch.setattr(ops, op, writes_padding)
     with pytest.raises(PropertyFailure, match=rf"{op} wrote to its arguments: {name} \(1 of "):
         run_property("oracle", case.replace(memory={name: "offset"}, chunk_indices=name == "chunk_indices"))
+
+
+# ----------------------------------------------------------------------------- outputs in memory of their own
+
+
+def _returns(monkeypatch: pytest.MonkeyPatch, op: str, change: Any) -> None:
+    """``op`` planted to return ``change(its outputs, its arguments)`` instead of its outputs."""
+    real = getattr(ops, op)
+
+    def planted(*args: Any, **kwargs: Any) -> Any:
+        return change(real(*args, **kwargs), kwargs)
+
+    monkeypatch.setattr(ops, op, planted)
+
+
+def test_an_output_that_is_an_argument_fails_naming_both(monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
+    """u returned as v itself (K = V would give them one shape): the caller's v changes with its u."""
+    _returns(monkeypatch, "recompute_w_u_fwd", lambda out, kw: (out[0], kw["v"]))
+    with pytest.raises(PropertyFailure, match=r"outputs share memory: u with argument v$"):
+        check_oracle(case.replace(V=16))
+
+
+def test_outputs_that_overlap_fail_and_outputs_cut_from_one_buffer_pass(
+        monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
+    """dg in dbeta's memory fails; dbeta and dg copied into two halves of one allocation pass (their right
+    values, disjoint bytes); a view of dk's memory offset by one element overlaps it."""
+    def halves(out: tuple, kw: dict) -> tuple:
+        dk, dv, dbeta, dg = out
+        both = torch.stack([dbeta, dg])
+        return dk, dv, both[0], both[1]
+
+    _returns(monkeypatch, "prepare_wy_repr_bwd", lambda out, kw: (*out[:3], out[2]))
+    with pytest.raises(PropertyFailure, match=r"outputs share memory: dbeta with dg"):
+        check_oracle(case)
+    monkeypatch.undo()
+    _returns(monkeypatch, "prepare_wy_repr_bwd", halves)
+    check_oracle(case)
+    rows = common._reach(torch.zeros(4, 3)[1:3])
+    assert rows is not None and rows[1:] == (12, 36)
+    assert common._overlap(rows, common._reach(torch.zeros(4, 3)[2:])) is False  # another tensor's storage
+    base = torch.zeros(12)
+    assert common._overlap(common._reach(base[:6]), common._reach(base[5:7]))
+    assert not common._overlap(common._reach(base[:6]), common._reach(base[6:]))
+    assert not common._overlap(common._reach(base[:0]), common._reach(base))  # an empty tensor reaches nothing

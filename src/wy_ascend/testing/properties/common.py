@@ -1,9 +1,9 @@
 """The helpers every property shares: the case's backend and device (``backend_name``, ``device_of``),
 its inputs (``build_inputs``), the UB model the planner is checked against (``ub_need`` .. ``supported``), and
 ``run_ops``, the one way a property runs the ops, with the checks every run makes on the way: that the ops
-leave their arguments alone (``_untouched``), return each output in its dtype, and launch what the case and
-knobs ask for (``_launched_as_asked``). They are one module because every property module of the package uses them
-and none of them uses a property."""
+leave their arguments alone (``_untouched``), return outputs in memory of their own (``_own_memory``) and
+each in its dtype, and launch what the case and knobs ask for (``_launched_as_asked``). They are one
+module because every property module of the package uses them and none of them uses a property."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     """Forward and backward of the case's subject on its backend (arguments in the case's memory
     layouts, with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every
     property that runs the ops checks through here that they leave their arguments alone
-    (``_untouched``), return each output in its dtype and, for this project's ops, launch what the
-    case and knobs ask for (``_launched_as_asked``)."""
+    (``_untouched``), return outputs in memory of their own (``_own_memory``), each in its dtype and, for
+    this project's ops, launch what the case and knobs ask for (``_launched_as_asked``)."""
     asked = case.replace(knobs={k: v for k, v in {**case.knobs, **knob_overrides}.items() if v is not None})
     backend, config = backend_name(case), asked.config()
     with phase("inputs"):
@@ -120,6 +120,7 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
         for kernel, launches in seen.items():
             _launched_as_asked(asked, kernel, launches)
     outputs = dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+    _own_memory(outputs, before)
     wrong = {name: f"{x.dtype} (expected {case.dtype_of(name)})" for name, x in outputs.items()
              if x is not None and x.dtype != case.dtype_of(name)}
     if wrong:  # w, u, dk, dv in k's dtype; dbeta and dg in beta's and g's (the ops' contract)
@@ -228,6 +229,34 @@ def _bytes(x: torch.Tensor) -> torch.Tensor:
 def _storages(args: dict[str, torch.Tensor | None]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Each tensor argument's storage and a copy of its bytes, by name."""
     return {name: (x, _bytes(x).clone()) for name, x in args.items() if x is not None}
+
+
+def _reach(x: torch.Tensor) -> tuple[int, int, int] | None:
+    """(storage address, first byte, end byte) of the bytes ``x`` can address; None for an empty tensor."""
+    if x.numel() == 0:
+        return None
+    first = int(x.storage_offset()) * x.element_size()
+    span = sum((int(n) - 1) * stride for n, stride in zip(x.shape, x.stride())) * x.element_size() + x.element_size()
+    return x.untyped_storage().data_ptr(), first, first + span
+
+
+@phase("comparison")
+def _own_memory(outputs: dict[str, torch.Tensor | None],
+                before: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """PropertyFailure naming every output whose memory overlaps an argument's or another output's. A caller
+    owns what the ops return and writes it (gradients accumulate in place): that must change no argument and
+    no other output, whatever the values returned. Outputs carved from one allocation without overlap pass."""
+    reach = {name: _reach(x) for name, x in outputs.items() if x is not None}
+    reach |= {f"argument {name}": _reach(x) for name, (x, _) in before.items()}
+    names = list(reach)
+    shared = [f"{a} with {b}" for i, a in enumerate(names) if a in outputs for b in names[i + 1:]
+              if _overlap(reach[a], reach[b])]
+    if shared:
+        raise PropertyFailure(f"outputs share memory: {', '.join(shared)}", {"shared": shared})
+
+
+def _overlap(a: tuple[int, int, int] | None, b: tuple[int, int, int] | None) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
 @phase("comparison")
