@@ -1136,7 +1136,7 @@ def summarize(results: dict[str, dict[str, Any]], equivalent: list[dict[str, str
                for v in ("killed", "survived", "timeout", "invalid")}
     return {
         "killed": counts["killed"], "survived": counts["survived"], "timeout": counts["timeout"],
-        "invalid": counts["invalid"], "error": counts["error"], "pending": counts["pending"],
+        "invalid": counts["invalid"], "error": counts["error"], "pending": counts["pending"], "gone": counts["gone"],
         "timeouts_counted_as_killed": timeouts_kill,
         "score": score,
         "argued_equivalent": len(argued),
@@ -1177,9 +1177,20 @@ def markdown(doc: dict[str, Any]) -> str:
                             + ("" if m.get("finished") else ", unfinished") + ")" for m in merged)
                 + (f"; **{len(missing)} missing** (in no report): " + ", ".join(f"`{i}`" for i in missing[:20])
                    + (" ..." if len(missing) > 20 else "") if missing else "; none missing") + ".", ""]
+    again = doc.get("rechecked")
+    if again:
+        out += [f"Survivors rechecked on a later tree (`{again['report']}`, fingerprint `{again['fingerprint']}`, src "
+                f"`{again['src_fingerprint']}`): {again['decided']} take their verdict there; gone: {again['gone']} "
+                "(their code changed since; not counted). The score is of that tree, the other verdicts carried over "
+                "from this sample's.", "", "| survived on this sample's tree | there | first failing test there |",
+                "|---|---|---|"]
+        out += [f"| `{r['id']}` | {r['verdict']} | `{_cell(r.get('killer') or r.get('detail') or '')}` |"
+                for r in results if r.get("first") is not None or r["verdict"] == "gone"]
+        out.append("")
     out += [f"Score: **{_pct(s['score'])}** = {s['score_note']}; killed {s['killed']}, timeout {s['timeout']}, "
             f"survived {s['survived']}, invalid {s['invalid']} (not counted), error {s['error']} (not counted)"
-            + (f", pending {s['pending']}" if s["pending"] else "") + ".",
+            + (f", pending {s['pending']}" if s["pending"] else "") + (f", gone {s['gone']}" if s.get("gone") else "")
+            + ".",
             f"Without the {s['argued_equivalent']} survivors argued equivalent: **{_pct(s['score_non_equivalent'])}**.",
             "", "Median seconds per mutant: " + (", ".join(f"{v} {x:.0f}" for v, x in s["median_seconds"].items())
                                                  or "n/a") + f"; {s['total_seconds']:.0f} s of runs in all.",
@@ -1210,7 +1221,8 @@ def markdown(doc: dict[str, Any]) -> str:
         out += [f"| `{_cell(k)}` | {n} |" for k, n in killers.most_common()]
         out.append("")
     groups = (("Survivors", "survived"), ("Timeouts", "timeout"), ("Errors (not counted)", "error"),
-              ("Invalid (do not import; not counted)", "invalid"))
+              ("Invalid (do not import; not counted)", "invalid"),
+              ("Gone (the mutated lines changed on the rechecked tree; not counted)", "gone"))
     for title, verdict in groups:
         rows = [r for r in results if r["verdict"] == verdict]
         if not rows:
@@ -1330,10 +1342,46 @@ def merge_reports(paths: list[Path], equivalent: list[dict[str, str]]) -> dict[s
     return doc
 
 
+def fold_recheck(doc: dict[str, Any], path: Path, equivalent: list[dict[str, str]]) -> dict[str, Any]:
+    """``doc`` with the verdicts of ``path``, a ``--recheck`` of its survivors on a later tree: each survivor the
+    recheck decided takes that verdict (its first one and tree kept under ``first``), each it could not build
+    (its lines changed since) is ``gone`` and not counted; ValueError naming the file, or the mutant, where the
+    recheck is not of this sample's survivors."""
+    try:
+        r = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--rechecked: {path} is not a readable JSON report ({type(e).__name__}: {e})") from e
+    if not isinstance(r, dict) or r.get("tool") != "mutation/generated.py" or not r.get("recheck_of") \
+            or not isinstance(r.get("results"), list):
+        raise ValueError(f"--rechecked: {path} is not a --recheck report (no recheck_of)")
+    by_id = {x["id"]: x for x in doc["results"]}
+    for rr in [*r["results"], *r.get("not_built", [])]:
+        first = by_id.get(rr["id"])
+        if first is None or first["verdict"] != "survived" or rr.get("key", first["key"]) != first["key"]:
+            raise ValueError(f"--rechecked: {path} has {rr['id']}, which is not a survivor of this sample")
+    for rr in r["results"]:
+        if rr["verdict"] in FINAL:
+            first = by_id[rr["id"]]
+            by_id[rr["id"]] = {**rr, "first": {"verdict": first["verdict"], "fingerprint": first["fingerprint"],
+                                               "src_fingerprint": first["src_fingerprint"]}}
+    for b in r.get("not_built", []):
+        by_id[b["id"]] = {**by_id[b["id"]], "verdict": "gone", "detail": b["why"]}
+    results = [by_id[x["id"]] for x in doc["results"]]
+    return {**doc, "results": results,
+            "rechecked": {"report": str(path), "fingerprint": r["fingerprint"], "src_fingerprint": r["src_fingerprint"],
+                          "commands": r["commands"], "decided": sum(x.get("first") is not None for x in results),
+                          "gone": len(r.get("not_built", []))},
+            "summary": summarize(by_id, equivalent, doc["timeouts_kill"]),
+            "survivors": [x["id"] for x in results if x["verdict"] == "survived"]}
+
+
 def merge_main(args: argparse.Namespace) -> int:
     """``--merge REPORT ... --report OUT``: one report (and its .md) of shard reports."""
     try:
-        doc = merge_reports(args.merge, load_equivalent(args.equivalent))
+        equivalent = load_equivalent(args.equivalent)
+        doc = merge_reports(args.merge, equivalent)
+        if args.rechecked is not None:
+            doc = fold_recheck(doc, args.rechecked, equivalent)
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -1346,7 +1394,8 @@ def merge_main(args: argparse.Namespace) -> int:
     print(f"merged {len(args.merge)} reports ({shards}): {doc['n']} of the sample's {doc['sample_size']} mutants, "
           f"{len(doc['missing'])} missing; score {_pct(s['score'])} = {s['score_note']}: killed {s['killed']}, "
           f"timeout {s['timeout']}, survived {s['survived']}, invalid {s['invalid']}, error {s['error']}, pending "
-          f"{s['pending']}; non-equivalent score {_pct(s['score_non_equivalent'])}")
+          f"{s['pending']}" + (f", gone {s['gone']} (survivors rechecked in {doc['rechecked']['report']})"
+                               if doc.get("rechecked") else "") + f"; non-equivalent score {_pct(s['score_non_equivalent'])}")
     print(f"report: {report_path} and {md_path}")
     return 0
 
@@ -1363,6 +1412,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "survivor's diff is applied to the current source; one whose lines changed is listed as gone")
     p.add_argument("--merge", type=Path, nargs="+", metavar="REPORT",
                    help="combine shard reports of one sample (same seed, N, tree) into --report OUT and its .md")
+    p.add_argument("--rechecked", type=Path, metavar="REPORT",
+                   help="with --merge: fold in REPORT, a --recheck of the merged sample's survivors on a later tree: "
+                        "each survivor it decided takes that verdict (the tree named with it), each whose code is "
+                        "gone is 'gone' (not counted), so the score is of the later tree")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--shard", metavar="K/N",
                    help="run only shard K of N (1-based): the sampled mutants at positions i with i %% N == K-1 "
@@ -1409,6 +1462,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             args.shard = parse_shard(args.shard)
         except ValueError as e:
             p.error(f"--shard: {e}")
+    if args.rechecked is not None and (args.merge is None or not args.rechecked.is_file()):
+        p.error(f"--rechecked goes with --merge and names a --recheck report; no report at {args.rechecked}"
+                if args.merge is not None else "--rechecked goes with --merge")
     if args.merge is not None:
         clash = [o for o, v in (("--shard", args.shard), ("--dry-run", args.dry_run), ("--only", args.only),
                                 ("--fresh", args.fresh)) if v]

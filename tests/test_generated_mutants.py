@@ -403,3 +403,43 @@ def test_a_kill_by_a_test_that_fails_alone_unmutated_is_no_verdict(tmp_path: Pat
     killer = "tests/test_x.py::test_real"
     assert runner.run(mutant, None).verdict == "killed"
     assert [c[0] for c in alone_runs] == ["tests/test_x.py::test_order_dependent", "tests/test_x.py::test_real"]
+
+
+def test_a_recheck_folds_into_its_samples_report_as_the_later_trees_score(verdicts: list[dict], tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``--merge R --rechecked C``: C's verdicts replace R's survivors' (the first kept), C's unbuilt ones are gone
+    and not counted; a recheck naming a mutant that did not survive in R, or a report that is no recheck, is
+    refused by name."""
+    ids = [r["id"] for r in verdicts]
+    survivors = [r for r in verdicts if r["verdict"] == "survived"]
+    assert len(survivors) == 2
+    recheck = {**_report([{**survivors[0], "verdict": "killed", "killer": "tests/test_x.py::test_y",
+                           "fingerprint": "later"}], [survivors[0]["id"]]),
+               "recheck_of": "r.json", "fingerprint": "later", "src_fingerprint": "later-src",
+               "not_built": [{"id": survivors[1]["id"], "why": "its lines occur 0 times in x.py now"}]}
+    path = tmp_path / "recheck.json"
+    path.write_text(json.dumps(recheck))
+    rc, paths, out = _merge(tmp_path, [_report(verdicts, ids)])
+    assert rc == 0 and json.loads(out.read_text())["summary"]["survived"] == 2
+    args = ["--merge", str(paths[0]), "--report", str(out), "--equivalent", str(tmp_path / "none.json")]
+    assert hand.main([*args, "--rechecked", str(path)]) == 0
+    folded = json.loads(out.read_text())
+    s = folded["summary"]
+    assert (s["killed"], s["survived"], s["gone"], s["timeout"]) == (5, 0, 1, 1) and s["score"] == 1.0
+    first = next(r for r in folded["results"] if r["id"] == survivors[0]["id"])
+    assert first["verdict"] == "killed" and first["first"] == {"verdict": "survived", "fingerprint": "fp",
+                                                               "src_fingerprint": "sfp"}
+    assert folded["rechecked"]["decided"] == 1 and folded["rechecked"]["gone"] == 1 and folded["survivors"] == []
+    text = out.with_suffix(".md").read_text()
+    assert "Survivors rechecked on a later tree" in text and "tests/test_x.py::test_y" in text and "gone 1" in text
+    killed_in_sample = next(r for r in verdicts if r["verdict"] == "killed")
+    path.write_text(json.dumps({**recheck, "results": [{**killed_in_sample, "verdict": "survived"}]}))
+    assert hand.main([*args, "--rechecked", str(path)]) == 2
+    assert f"--rechecked: {path} has {killed_in_sample['id']}, which is not a survivor of this sample" in \
+        capsys.readouterr().err
+    path.write_text(json.dumps({**recheck, "recheck_of": None}))
+    assert hand.main([*args, "--rechecked", str(path)]) == 2
+    assert f"--rechecked: {path} is not a --recheck report" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gm.parse_args(["--generated", "3", "--rechecked", str(path)])
+    assert "--rechecked goes with --merge" in capsys.readouterr().err
