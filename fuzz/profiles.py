@@ -60,7 +60,7 @@ DEFAULT_REPORT = "fuzz-report.json"
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_NAMES = ("oracle", "launch_invariance", "memory_layout", "varlen_split", "grouped_heads", "widened_gates",
                   "containment", "linearity", "plan_coverage", "bad_input", "compiles", "index_width", "differential",
-                  "perf")
+                  "history", "perf")
 PERF = "perf"  # the device-time property: only the perf profile runs it, and it runs nothing else
 
 # Cases can be slow (interpreter) and large (many sequences); neither is a test smell here.
@@ -133,9 +133,13 @@ NO_EXPLAIN = frozenset({"index_width"})
 # own host copies (fla-ascend's transposed gates: 4.4 GiB written) take up to ~15 s.
 # differential: the case on wy_ascend and on fla-core's kernels of the platform (fla-ascend on the cpu: ~1 s
 # of CPU a case more than the oracle's), 6 cases, ~3% of the ci run's CPU.
+# history: 3 to 5 small calls, each run alone and all in sequence in children of a fresh interpreter (its
+# server), ~1 s of wall time a case (8 cases: 10 s on one worker; fla-ascend's 5: 8 s); about one case in six
+# changes a cu_seqlens tensor in place so that its chunks change (8 catch a varlen cache that ignores in-place
+# changes; 3 did not). The cpu backend only.
 CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varlen_split": 30, "grouped_heads": 30,
                "widened_gates": 25, "containment": 30, "linearity": 25, "plan_coverage": 1000, "bad_input": 250,
-               "compiles": 8, "index_width": 4, "differential": 6}
+               "compiles": 8, "index_width": 4, "differential": 6, "history": 8}
 # A foreign subject's ci budget (the other profiles scale it as they scale CI_EXAMPLES): fla-ascend on the
 # interpreter, 2 workers on the 2-core CPU, within 4 minutes.
 # fla-ascend's interpreted kernels cost about twice wy_ascend's CPU a case at half its task budget (its
@@ -143,7 +147,7 @@ CI_EXAMPLES = {"oracle": 90, "launch_invariance": 35, "memory_layout": 12, "varl
 # workers on the idle 2-core machine (bad_input and widened_gates skipped: known defects).
 FOREIGN_EXAMPLES = {"oracle": 40, "launch_invariance": 15, "memory_layout": 10, "varlen_split": 15,
                     "grouped_heads": 15, "widened_gates": 15, "containment": 15, "linearity": 15, "bad_input": 60,
-                    "compiles": 8, "index_width": 2, "differential": 10}
+                    "compiles": 8, "index_width": 2, "differential": 10, "history": 5}
 NIGHTLY_SIZES = Sizes(max_tokens=65536, max_tasks=16384, max_seqs=512, split_seqs=128, max_batch=8, max_heads=8,
                       max_value_heads=32, dims=(64, 128, 16, 32, 256, 48, 100, 80), max_dim=256,
                       plan_tasks=200_000, large_tokens=2**21, large_bytes=32 * 2**30)
@@ -163,8 +167,10 @@ PROFILES: dict[str, Profile] = {
         # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
         # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.
         # differential at 4x, not 20x: fla on cuda autotunes 9 configs at each new shape (~10 s a case on an H200).
+        # Not history: the cpu backend's only (its server forks).
         Profile("nightly", "accelerator, long",
-                {k: v * (4 if k == "differential" else 20) for k, v in CI_EXAMPLES.items() if k != "index_width"},
+                {k: v * (4 if k == "differential" else 20) for k, v in CI_EXAMPLES.items()
+                 if k not in ("index_width", "history")},
                 NIGHTLY_SIZES,
                 kind="mixed", accelerator=True, pool=NIGHTLY_POOL),
         Profile("large", "accelerator, sizes near device memory, few examples",

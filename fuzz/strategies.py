@@ -143,6 +143,8 @@ KNOWN: tuple[Known, ...] = (
           lambda c: c.cu_seqlens is None or c.B * c.HV > c.knobs.get("max_blocks", BLOCK_LIMIT), frozenset({"compiles"})),
     Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
           lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
+    # chunk indices memoized on cu_seqlens' identity (fla.utils.tensor_cache): an in-place change gets the old ones
+    Known(*FLA, "history-9ac938e3a912.json", lambda c: changes_in_place(c), frozenset({"history"})),
 )
 # fla-core 0.6.0's Triton kernels for GPUs (docs/findings-fla.md), found by the cuda nightly's fla runs.
 FLA_CUDA = ("fla", "0.6.0")
@@ -164,18 +166,21 @@ KNOWN += (
     # a grid of (NT, B * HV): a CUDA grid's second dimension holds 65,535 blocks (a packed batch has B = 1); on the
     # cpu the interpreter's GPU grid rule refuses the launch (tests/test_subjects.py)
     Known(*FLA_CUDA, "oracle-b3dc7546df6d.json", lambda c: c.cu_seqlens is None and c.B * c.HV > 65535),
+    Known(*FLA_CUDA, "history-3a17b385d062.json", lambda c: changes_in_place(c), frozenset({"history"})),  # as fla-ascend's
 )
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
 
 def known_defect(prop: str, case: Case) -> Known | None:
     """The known defect of the case's subject (at its installed version) that covers ``case`` under
-    property ``prop``, if any (fuzz/test_fuzz.py rejects such a case before running it)."""
+    property ``prop``, if any (fuzz/test_fuzz.py rejects such a case before running it); for a history case,
+    that covers it or any of its earlier calls."""
     if not subjects.get(case.subject).foreign:
         return None
     version = subjects.get(case.subject).version
     return next((k for k in KNOWN if k.subject == case.subject and k.version == version
-                 and (k.properties is None or prop in k.properties) and (k.covers is None or k.covers(case))
+                 and (k.properties is None or prop in k.properties)
+                 and (k.covers is None or any(k.covers(call) for call in (*case.before, case)))
                  and (k.backends is None or backend_name(case) in k.backends)), None)
 
 
@@ -821,3 +826,107 @@ def describe(case: Case) -> str:
     layout = f"cu_seqlens={list(case.cu_seqlens)}" if case.cu_seqlens is not None else f"B={case.B} T={case.T}"
     return (f"{layout} H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT} {case.dtype} "
             f"use_g={case.use_g} {case.dist} seed={case.seed} knobs={case.knobs}")
+
+
+# ----------------------------------------------------------------------------- history cases
+
+# Small calls (the interpreter's time is per chunk, head and tile): a few heads, narrow K and V.
+HISTORY_SIZES = dataclasses.replace(CPU_SIZES, max_heads=2, max_value_heads=4, dims=(16, 24, 32, 17), max_dim=32,
+                                    max_seqs=4)
+# What a later call of a sequence changes of an earlier one, each kind once a sequence (history_cases).
+HISTORY_CHANGES = ("BT", "dtype", "gate dtypes", "index_dtype", "use_g", "knobs", "heads", "dims", "cu_seqlens values",
+                   "chunk_indices", "inputs")
+
+
+def _other(values: tuple[Any, ...], current: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([v for v in values if v != current])
+
+
+def subject_chunk_sizes(subject: str) -> tuple[int, ...]:
+    """The BT a subject's calls take on the cpu: its claims' (a foreign one), else what the planner plans."""
+    own = subjects.get(subject)
+    return own.claims.chunk_sizes if own.foreign else tuple(plannable_chunk_sizes("cpu"))
+
+
+@st.composite
+def changed(draw: st.DrawFn, case: Case, what: str) -> Case:
+    """``case`` with ``what`` (one of HISTORY_CHANGES) changed to another value: a memo then sees a key that
+    differs in that part. ValueError where the case cannot take the change (Case's own checks)."""
+    if what == "BT":
+        return case.replace(BT=draw(_other(subject_chunk_sizes(case.subject), case.BT)), knobs={})
+    if what == "dtype":
+        return case.replace(dtype=draw(_other(tuple(DTYPES), case.dtype)), beta_dtype=None, g_dtype=None)
+    if what == "gate dtypes":
+        return case.replace(beta_dtype=draw(st.sampled_from(tuple(DTYPES))),
+                            g_dtype=draw(st.sampled_from(tuple(DTYPES))) if case.use_g else None)
+    if what == "index_dtype":
+        return case.replace(index_dtype=draw(_other(tuple(INDEX_DTYPES), case.index_dtype)))
+    if what == "use_g":
+        return case.replace(use_g=not case.use_g, g_dtype=None, memory={})
+    if what == "knobs":
+        return case.replace(knobs=draw(launch_knobs("cpu", case.BT, grouped=case.HV > case.H, subject=case.subject)))
+    if what == "heads":
+        claims = subjects.get(case.subject).claims
+        H, HV = draw(heads(HISTORY_SIZES, claims=claims).filter(lambda h: h != (case.H, case.HV)))
+        return case.replace(H=H, HV=HV, knobs={})
+    if what == "dims":
+        return case.replace(K=draw(_other((16, 24, 32, 48), case.K)), V=draw(_other((16, 17, 32, 40), case.V)))
+    if what == "cu_seqlens values":  # the same entry count, so the call shares the tensor, changed in place
+        cu = case.cu_seqlens
+        assert cu is not None
+        if len(cu) == 2:
+            return case.replace(cu_seqlens=(0, cu[1] + draw(st.integers(1, 40))))
+        # the first boundary moved, T kept; where it can, so that the chunks change (stale chunk indices of the
+        # old values then give other results: with the same chunks they give the same ones)
+        def chunks(cut: int) -> tuple[int, int]:
+            return -(-cut // case.BT), -(-(cu[2] - cut) // case.BT)
+        cuts = [c for c in range(cu[2] + 1) if chunks(c) != chunks(cu[1])] or \
+            [c for c in range(cu[2] + 1) if c != cu[1]]
+        return case.replace(cu_seqlens=(0, draw(st.sampled_from(cuts)), *cu[2:]))
+    if what == "chunk_indices":
+        return case.replace(chunk_indices=not case.chunk_indices)
+    return case.replace(seed=draw(st.integers(0, 2**32 - 1)), dist=draw(st.sampled_from(DISTRIBUTIONS)))
+
+
+@st.composite
+def history_cases(draw: st.DrawFn, subject: str = subjects.DEFAULT) -> Case:
+    """A history case on the cpu: 3 to 5 calls of ``subject``, the last the case and the others its ``before``.
+    The first (three in four a packed batch with a sequence longer than 64 tokens, so chunk sizes give other
+    chunk indices), then earlier calls each with another kind of thing changed (``changed``); varlen calls of
+    one entry count share one cu_seqlens tensor when run (testing/history.py), so a cache sees other chunk
+    sizes, dtypes, knobs and in-place changes of one object. Shrinks toward fewer, simpler calls."""
+    first = draw(cases(HISTORY_SIZES, "cpu", varlen=draw(st.sampled_from((True, True, True, False))),
+                       subject=subject))
+    if first.cu_seqlens is not None:
+        lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=3))
+        at = draw(st.integers(0, len(lengths)))
+        lengths[at:at] = [draw(st.integers(65, 80))]
+        first = first.replace(cu_seqlens=tuple(sum(lengths[:i]) for i in range(len(lengths) + 1)))
+    calls = [first]
+    # A sequence's changes are of distinct kinds, each kind as likely as the others (a permutation's prefix
+    # would be: Hypothesis draws permutations near their identity order, and the last kinds came almost never).
+    for what in draw(st.lists(st.sampled_from(HISTORY_CHANGES), min_size=2, max_size=4, unique=True)):
+        earlier = draw(st.sampled_from(calls))
+        if what in ("cu_seqlens values", "chunk_indices") and earlier.cu_seqlens is None:
+            what = "inputs"
+        try:
+            case = draw(changed(earlier, what))
+        except ValueError:  # a change this case cannot take (Case's own checks)
+            assume(False)
+        assume(supported(case))
+        calls.append(case)
+    return calls[-1].replace(before=tuple(calls[:-1]))
+
+
+def changes_in_place(case: Case) -> bool:
+    """Whether a history case's run changes a cu_seqlens object in place that an earlier call passed (the
+    sharing of testing/history.py ``run_sequence``: one tensor per entry count and dtype, passed where the
+    case lays it out contiguously)."""
+    seen: dict[tuple[int, str], tuple[int, ...]] = {}
+    for call in (*case.before, case):
+        if call.cu_seqlens is None or "cu_seqlens" in call.memory:
+            continue
+        key = (len(call.cu_seqlens), call.index_dtype)
+        if seen.setdefault(key, call.cu_seqlens) != call.cu_seqlens:
+            return True
+    return False

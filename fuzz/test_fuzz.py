@@ -32,6 +32,7 @@ from fuzz.strategies import (
     Sizes,
     bad_input_cases,
     case_strategy,
+    history_cases,
     index_width_cases,
     known_defect,
     known_everywhere,
@@ -317,6 +318,22 @@ def test_differential(case: Case) -> None:
     peer = peer_case(case)
     assume(peer is not None and known_defect("differential", peer) is None)
     check("differential", case)
+
+
+def _forking(test: Any) -> Any:
+    """Skip mark where the run's backend is not the cpu: the history property's server forks."""
+    if BACKEND == "cpu":
+        return test
+    return pytest.mark.skip(reason=f"the history property runs on the cpu backend only (its server forks), "
+                                   f"not {BACKEND!r}")(test)
+
+
+@_forking
+@PROFILE.settings_for("history")
+@given(case=history_cases(SUBJECT))
+def test_history(case: Case) -> None:
+    """Calls in one process, each against itself alone in a fresh process (wy_ascend.testing.history)."""
+    check("history", case)
 
 
 @PROFILE.settings_for("perf")

@@ -19,99 +19,19 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzz.strategies import CPU_SIZES, cases, heads, known_defect, launch_knobs, plannable_chunk_sizes
+from fuzz.strategies import HISTORY_CHANGES, changes_in_place, history_cases, known_defect
 from wy_ascend import backends, ops, planning, subjects, validation
 from wy_ascend.backends import LaunchConfig
 from wy_ascend.layout import prepare_chunk_indices
 from wy_ascend.testing import history
-from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, Case
-from wy_ascend.testing.properties import PropertyFailure, supported
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import PropertyFailure
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ONLY = pytest.mark.skipif(os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu",
                               reason="the history server forks, which only the cpu backend allows")
 
 # ----------------------------------------------------------------------------- the history property
-
-# Small calls (the interpreter's time is per chunk, head and tile): a few heads, narrow K and V.
-SIZES = dataclasses.replace(CPU_SIZES, max_heads=2, max_value_heads=4, dims=(16, 24, 32, 17), max_dim=32, max_seqs=4)
-
-
-def _other(values: tuple[Any, ...], current: Any) -> st.SearchStrategy[Any]:
-    return st.sampled_from([v for v in values if v != current])
-
-
-def _chunk_sizes(subject: str) -> tuple[int, ...]:
-    """The BT a subject's calls take on the cpu: its claims' (a foreign one), else what the planner plans."""
-    own = subjects.get(subject)
-    return own.claims.chunk_sizes if own.foreign else tuple(plannable_chunk_sizes("cpu"))
-
-
-@st.composite
-def _changed(draw: st.DrawFn, case: Case, what: str) -> Case:
-    """``case`` with ``what`` changed to another value (a memo then sees a key that differs in that part)."""
-    if what == "BT":
-        return case.replace(BT=draw(_other(_chunk_sizes(case.subject), case.BT)), knobs={})
-    if what == "dtype":
-        return case.replace(dtype=draw(_other(tuple(DTYPES), case.dtype)), beta_dtype=None, g_dtype=None)
-    if what == "gate dtypes":
-        return case.replace(beta_dtype=draw(st.sampled_from(tuple(DTYPES))),
-                            g_dtype=draw(st.sampled_from(tuple(DTYPES))) if case.use_g else None)
-    if what == "index_dtype":
-        return case.replace(index_dtype=draw(_other(tuple(INDEX_DTYPES), case.index_dtype)))
-    if what == "use_g":
-        return case.replace(use_g=not case.use_g, g_dtype=None, memory={})
-    if what == "knobs":
-        return case.replace(knobs=draw(launch_knobs("cpu", case.BT, grouped=case.HV > case.H, subject=case.subject)))
-    if what == "heads":
-        claims = subjects.get(case.subject).claims
-        H, HV = draw(heads(SIZES, claims=claims).filter(lambda h: h != (case.H, case.HV)))
-        return case.replace(H=H, HV=HV, knobs={})
-    if what == "dims":
-        return case.replace(K=draw(_other((16, 24, 32, 48), case.K)), V=draw(_other((16, 17, 32, 40), case.V)))
-    if what == "cu_seqlens values":  # the same entry count, so the call shares the tensor, changed in place
-        cu = case.cu_seqlens
-        assert cu is not None
-        if len(cu) == 2:
-            return case.replace(cu_seqlens=(0, cu[1] + draw(st.integers(1, 40))))
-        cut = draw(st.integers(0, cu[2]).filter(lambda c: c != cu[1]))
-        return case.replace(cu_seqlens=(0, cut, *cu[2:]))
-    if what == "chunk_indices":
-        return case.replace(chunk_indices=not case.chunk_indices)
-    return case.replace(seed=draw(st.integers(0, 2**32 - 1)), dist=draw(st.sampled_from(DISTRIBUTIONS)))
-
-
-CHANGES = ("BT", "dtype", "gate dtypes", "index_dtype", "use_g", "knobs", "heads", "dims", "cu_seqlens values",
-           "chunk_indices", "inputs")
-
-
-@st.composite
-def sequences(draw: st.DrawFn, subject: str = subjects.DEFAULT) -> list[Case]:
-    """3 to 5 cpu calls of ``subject``: a case (three in four a packed batch with a sequence longer than 64
-    tokens, so chunk sizes give other chunk indices), then earlier calls each with another thing changed; varlen
-    calls of one entry count share one cu_seqlens tensor, so the cache sees other chunk sizes, dtypes, knobs and
-    in-place changes of one object. No call a known defect of the subject covers (``known_defect``)."""
-    first = draw(cases(SIZES, "cpu", varlen=draw(st.sampled_from((True, True, True, False))), subject=subject))
-    if first.cu_seqlens is not None:
-        lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=3))
-        at = draw(st.integers(0, len(lengths)))
-        lengths[at:at] = [draw(st.integers(65, 80))]
-        first = first.replace(cu_seqlens=tuple(sum(lengths[:i]) for i in range(len(lengths) + 1)))
-    calls = [first]
-    kinds = draw(st.permutations(CHANGES))  # a sequence's changes are of distinct kinds
-    for what in kinds[:draw(st.integers(2, 4))]:
-        earlier = draw(st.sampled_from(calls))
-        if what in ("cu_seqlens values", "chunk_indices") and earlier.cu_seqlens is None:
-            what = "inputs"
-        try:
-            case = draw(_changed(earlier, what))
-        except ValueError:  # a change this case cannot take (Case's own checks)
-            assume(False)
-        assume(supported(case))
-        calls.append(case)
-    assume(not any(known_defect("history", case) for case in calls))
-    return calls
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[history.HistoryServer]:
@@ -120,27 +40,26 @@ def server() -> Iterator[history.HistoryServer]:
     running.close()
 
 
+def _calls(case: Case) -> list[Case]:
+    """A history case's calls in order, the case itself last."""
+    return [*case.before, case.replace(before=())]
+
+
 @CPU_ONLY
 @settings(max_examples=6, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
-@given(sequences())
-def test_each_call_gives_the_bits_it_gives_alone_in_a_fresh_process(server, calls: list[Case]) -> None:
-    history.check_history(server, calls)
+@given(history_cases())
+def test_each_call_gives_the_bits_it_gives_alone_in_a_fresh_process(server, case: Case) -> None:
+    history.check_history(server, _calls(case))
 
 
 FOREIGN = [name for name, subject in subjects.SUBJECTS.items() if subject.foreign and "cpu" in subject.backends]
-# fla-core 0.6.0 memoizes chunk indices on cu_seqlens' identity in both subjects (docs/findings-fla.md 16): a
-# cu_seqlens changed in place gets its old values' chunks. Known: their drawn sequences pass a new tensor where
-# the values change (the same object where they do not), and test_a_known_stale_memo_still_fails holds the defect.
-STALE_AFTER_IN_PLACE_CHANGE = {("fla-ascend", "0.6.0"), ("fla", "0.6.0")}
 
 
-def _needs(subject: str) -> str:
-    """The installed version of a foreign subject; the test skipped, saying why, where it is not installed."""
-    version = subjects.get(subject).version
-    if version is None:
+def _needs(subject: str) -> None:
+    """The test skipped, saying why, where a foreign subject is not installed."""
+    if subjects.get(subject).version is None:
         pytest.skip(f"subject {subject} needs fla-core: pip install '.[upstream]'")
-    return version
 
 
 @CPU_ONLY
@@ -149,38 +68,17 @@ def _needs(subject: str) -> str:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_foreign_subjects_calls_give_the_bits_they_give_alone(server, subject: str, data: st.DataObject) -> None:
-    """The history property over a foreign subject's own calls (its claims, no known defect's case); few
-    examples, each call being fla's kernels under the interpreter."""
-    version = _needs(subject)
-    calls = data.draw(sequences(subject))
-    history.check_history(server, calls, in_place=(subject, version) not in STALE_AFTER_IN_PLACE_CHANGE)
-
-
-@CPU_ONLY
-@pytest.mark.parametrize("subject", FOREIGN)
-def test_a_known_stale_memo_still_fails(server, subject: str) -> None:
-    """fla-core's chunk-index memo (docs/findings-fla.md 16): a packed batch, then the same cu_seqlens tensor
-    with its first boundary moved (in place) gives other bits than that call alone, in every output; the
-    same two calls with a new tensor, and this project's ops either way, give the same bits."""
-    version = _needs(subject)
-    first = Case(cu_seqlens=(0, 5, 70, 75), H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend="cpu", subject=subject)
-    calls = [first, first.replace(cu_seqlens=(0, 40, 70, 75))]
-    history.check_history(server, calls, in_place=False)
-    history.check_history(server, [c.replace(subject=subjects.DEFAULT) for c in calls])
-    if (subject, version) not in STALE_AFTER_IN_PLACE_CHANGE:
-        history.check_history(server, calls)  # a version not known to have the defect: held to the property
-        return
-    try:
-        history.check_history(server, calls)
-    except PropertyFailure as e:
-        assert "call 1 of 2" in str(e) and all(f"{name}: " in str(e) for name in ("w", "u", "dk", "dv", "dbeta", "dg"))
-    else:
-        pytest.fail(f"{subject} {version} no longer keeps stale chunk indices after an in-place change of cu_seqlens: "
-                    f"the defect is gone; remove it from STALE_AFTER_IN_PLACE_CHANGE and docs/findings-fla.md 16")
+    """The history property over a foreign subject's own calls (its claims; no call a known defect covers, its
+    stale chunk-index memo among them: regressions/history-*.json replay it); few examples, each call being
+    fla's kernels under the interpreter."""
+    _needs(subject)
+    case = data.draw(history_cases(subject))
+    assume(known_defect("history", case) is None)
+    history.check_history(server, _calls(case))
 
 
 FIRST = Case(cu_seqlens=(0, 5, 70, 75), H=1, HV=2, K=16, V=16, BT=16, use_g=True, backend="cpu")
-EACH_CHANGE = {  # one call of each kind of change of the first, as ``sequences`` draws them
+EACH_CHANGE = {  # one call of each kind of change of the first, as ``history_cases`` draws them
     "BT": FIRST.replace(BT=32), "dtype": FIRST.replace(dtype="bfloat16"),
     "gate dtypes": FIRST.replace(beta_dtype="float32", g_dtype="bfloat16"), "index_dtype": FIRST.replace(index_dtype="int32"),
     "use_g": FIRST.replace(use_g=False), "knobs": FIRST.replace(knobs={"mode": "grid", "max_tasks": 2, "tile_cap": 16}),
@@ -191,7 +89,7 @@ EACH_CHANGE = {  # one call of each kind of change of the first, as ``sequences`
 
 
 def test_each_kind_of_change_is_listed_once() -> None:
-    assert tuple(EACH_CHANGE) == CHANGES
+    assert tuple(EACH_CHANGE) == HISTORY_CHANGES
 
 
 # Each subject's knob change: this project's launch shape, fla-ascend's grid limit and core count; fla takes none.
@@ -202,13 +100,18 @@ KNOB_CHANGE = {subjects.DEFAULT: EACH_CHANGE["knobs"].knobs, "fla-ascend": {"max
 @pytest.mark.parametrize("subject", [subjects.DEFAULT, *FOREIGN])
 def test_each_kind_of_change_in_one_sequence(server, subject: str) -> None:
     """Every kind of change once, then the first call again (its cu_seqlens object changed back in place), for
-    each subject (a known stale memo's subject: its changed values in a tensor of their own)."""
-    version = _needs(subject) if subjects.get(subject).foreign else None
+    each subject; where a known defect covers that (fla-core's stale chunk-index memo), without the changes
+    in place of a cu_seqlens object."""
+    if subjects.get(subject).foreign:
+        _needs(subject)
     calls = [FIRST, *(c for what, c in EACH_CHANGE.items() if what != "knobs"), FIRST]
     if KNOB_CHANGE[subject] is not None:
         calls.insert(1, FIRST.replace(knobs=KNOB_CHANGE[subject]))
-    history.check_history(server, [c.replace(subject=subject) for c in calls],
-                          in_place=(subject, version) not in STALE_AFTER_IN_PLACE_CHANGE)
+    calls = [c.of(subject) for c in calls]
+    if known_defect("history", calls[-1].replace(before=tuple(calls[:-1]))) is not None:
+        calls = [c for c in calls[:-1] if c.cu_seqlens == FIRST.cu_seqlens]
+        assert not changes_in_place(calls[-1].replace(before=tuple(calls[:-1])))
+    history.check_history(server, calls)
 
 
 def test_the_comparison_sees_one_element() -> None:

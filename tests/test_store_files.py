@@ -23,27 +23,39 @@ ORIGINALS = {p.name: json.loads(p.read_text()) for p in FILES}
 FREE_FORM = ("failure", "metrics")  # the property's measurements: any JSON object, not a schema
 
 
-def field_paths(obj: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """The path of every field of ``obj``, nested objects' fields included (not inside free-form metrics)."""
-    paths = []
+Path_ = tuple[str | int, ...]  # keys of objects and positions in lists of objects (a history case's calls)
+
+
+def field_paths(obj: dict[str, Any], prefix: Path_ = ()) -> list[Path_]:
+    """The path of every field of ``obj``, nested objects' fields included, and the objects of a list of
+    objects with theirs (not inside free-form metrics)."""
+    paths: list[Path_] = []
     for key, value in obj.items():
         path = (*prefix, key)
         paths.append(path)
         if isinstance(value, dict) and path != FREE_FORM:
             paths.extend(field_paths(value, path))
+        if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            for i, item in enumerate(value):
+                paths += [(*path, i), *field_paths(item, (*path, i))]
     return paths
 
 
-def objects(obj: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def objects(obj: dict[str, Any], prefix: Path_ = ()) -> list[Path_]:
     """The path of ``obj`` and of every object in it (where an unknown field can be added)."""
     return [prefix] + [p for p in field_paths(obj, prefix) if isinstance(_at(obj, p[len(prefix):]), dict)
                        and p != FREE_FORM]
 
 
-def _at(obj: Any, path: tuple[str, ...]) -> Any:
+def _at(obj: Any, path: Path_) -> Any:
     for key in path:
         obj = obj[key]
     return obj
+
+
+def _name(path: Path_) -> str:
+    """A field's name as the store's messages give it: ``case.before[0].K``."""
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).removeprefix(".")
 
 
 def json_kind(value: Any) -> str:
@@ -56,7 +68,7 @@ def json_kind(value: Any) -> str:
 # The JSON types each field holds in the real files, and those the format documents beyond them
 # (regressions/README.md: a version is null where the package is missing, a time limit any number): a
 # field given a value of any other type must be refused, whatever else the mutation leaves valid.
-KINDS: dict[tuple[str, ...], set[str]] = {}
+KINDS: dict[Path_, set[str]] = {}
 for _data in ORIGINALS.values():
     for _path in field_paths(_data):
         KINDS.setdefault(_path, set()).add(json_kind(_at(_data, _path)))
@@ -75,7 +87,7 @@ NOT_VERSION_1 = st.one_of(JSON_VALUES, NEAR).filter(lambda v: not (type(v) is in
 
 
 @st.composite
-def mutations(draw: st.DrawFn) -> tuple[str, dict[str, Any], tuple[str, ...], str]:
+def mutations(draw: st.DrawFn) -> tuple[str, dict[str, Any], Path_, str]:
     """(file name, its content mutated in one field, that field's path, what was done to it)."""
     name = draw(st.sampled_from(sorted(ORIGINALS)))
     data = copy.deepcopy(ORIGINALS[name])
@@ -101,7 +113,7 @@ def mutations(draw: st.DrawFn) -> tuple[str, dict[str, Any], tuple[str, ...], st
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutation=mutations())
 def test_a_mutated_file_is_refused_naming_the_field_or_read_as_the_same_case(
-        tmp_path: Path, mutation: tuple[str, dict[str, Any], tuple[str, ...], str]) -> None:
+        tmp_path: Path, mutation: tuple[str, dict[str, Any], Path_, str]) -> None:
     name, data, path, kind = mutation
     file = tmp_path / name  # under the original's name: the name is checked against the content too
     file.write_text(json.dumps(data))
@@ -113,12 +125,12 @@ def test_a_mutated_file_is_refused_naming_the_field_or_read_as_the_same_case(
         assert message.startswith(f"{file}: "), message
         # the field itself, or the object holding it where the fault is between fields (a case's
         # fields against each other or the ops' contract, the content against the file's name)
-        assert repr(".".join(path)) in message or repr(path[0])[:-1] in message, (path, kind, message)
+        assert repr(_name(path)) in message or repr(path[0])[:-1] in message, (path, kind, message)
         return
     assert kind != "version", f"schema_version {data['schema_version']!r} accepted"
     if kind in ("retype", "near"):
         value = _at(data, path)
-        assert json_kind(value) in KINDS[path], f"{'.'.join(path)} = {value!r} accepted (a {json_kind(value)})"
+        assert json_kind(value) in KINDS[path], f"{_name(path)} = {value!r} accepted (a {json_kind(value)})"
     assert (stored.property, stored.case) == (original.property, original.case), (path, kind)
     assert stored.backend == original.backend or original.case.backend is None, (path, kind)
 
@@ -146,3 +158,32 @@ def test_degenerate_offsets_are_refused_naming_the_case(tmp_path: Path, cu_seqle
     file.write_text(json.dumps(data))
     with pytest.raises(RegressionFileError, match=r"'case(\.cu_seqlens|\.T)?'"):
         load(file)
+
+
+HISTORY = sorted(name for name, data in ORIGINALS.items() if data["case"].get("before"))
+
+
+@pytest.mark.skipif(not HISTORY, reason="no history file in regressions/")
+@pytest.mark.parametrize(("change", "field", "says"), [
+    (lambda c: c["before"][0].update(x=1), "case.before[0].x", "is not a field of schema version 1"),
+    (lambda c: c["before"][0].update(K=0), "case.before[0].K", "must be an int >= 1, got 0"),
+    (lambda c: c["before"][0].pop("BT"), "case.before[0].BT", "is missing"),
+    (lambda c: c["before"][0].update(before=[copy.deepcopy(c["before"][1])]), "case.before[0].before", "is not a field"),
+    (lambda c: c.update(before=[]), "case.before", "non-empty list of cases"),
+    (lambda c: c.update(before=[1]), "case.before", "non-empty list of cases"),
+    (lambda c: c["before"][0].update(subject="wy_ascend"), "case.before[0].subject", "a writer leaves out"),
+    (lambda c: c["before"][0].update(subject=next(n for n in ("fla", "fla-ascend") if n != c["subject"])), "case",
+     "before must hold cases of the case's backend and subject"),
+    (lambda c: c["before"][0].update(index_dtype="int64"), "case.before[0].index_dtype", "a writer leaves out"),
+])
+def test_a_history_files_earlier_calls_are_read_as_cases(tmp_path: Path, change: Any, field: str, says: str) -> None:
+    """Each earlier call of a stored history case is a case by the same rules as the case (its fields, their
+    ranges, the form a writer gives them), with no earlier calls of its own, of the case's subject."""
+    name = HISTORY[0]
+    data = copy.deepcopy(ORIGINALS[name])
+    change(data["case"])
+    file = tmp_path / name
+    file.write_text(json.dumps(data))
+    with pytest.raises(RegressionFileError) as e:
+        load(file)
+    assert str(e.value).startswith(f"{file}: field {field!r}") and says in str(e.value), str(e.value)

@@ -102,7 +102,7 @@ def lay_out(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
 # file name (store.case_hash) it had before they existed.
 LATER_FIELDS: dict[str, Any] = {"corrupt_at": 0, "chunk_indices": False, "memory": {}, "device": None,
                                  "beta_dtype": None, "g_dtype": None, "index_dtype": "int64", "offset": 0,
-                                 "subject": "wy_ascend"}
+                                 "subject": "wy_ascend", "before": ()}
 
 
 class Inputs(NamedTuple):
@@ -159,6 +159,9 @@ class Case:
     offset: int = 0
     # The implementation of the ops the case runs (wy_ascend.subjects: "wy_ascend", "fla-ascend", "fla").
     subject: str = "wy_ascend"
+    # history only: the calls made before this one in the same process (testing/history.py), each a case of
+    # the same backend and subject with no earlier calls of its own.
+    before: tuple[Case, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cu_seqlens is not None:
@@ -192,6 +195,11 @@ class Case:
             raise ValueError(f"subject must be one of {sorted(SUBJECTS)}, got {self.subject!r}")
         if self.device is not None and self.device not in DEVICES:
             raise ValueError(f"device must be one of {sorted(DEVICES)} or None, got {self.device!r}")
+        object.__setattr__(self, "before", tuple(self.before))
+        for call in self.before:
+            if not isinstance(call, Case) or call.before or (call.backend, call.subject) != (self.backend, self.subject):
+                raise ValueError("before must hold cases of the case's backend and subject with no earlier calls of "
+                                 f"their own, got {call!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -240,6 +248,7 @@ class Case:
         """The fields as JSON data; those in LATER_FIELDS only where they differ from their default."""
         d = dataclasses.asdict(self)
         d["cu_seqlens"] = list(self.cu_seqlens) if self.cu_seqlens is not None else None
+        d["before"] = [call.to_dict() for call in self.before] or ()
         for name, default in LATER_FIELDS.items():
             if d[name] == default:
                 del d[name]
@@ -271,7 +280,12 @@ class Case:
         cu = d.get("cu_seqlens")
         if cu is not None and not (isinstance(cu, list) and all(isinstance(x, int) for x in cu)):
             raise TypeError(f"case field 'cu_seqlens' must be a list of ints or null, got {cu!r}")
-        return cls(**{**d, "cu_seqlens": tuple(cu) if cu is not None else None})
+        before = d.get("before", [])
+        if not (isinstance(before, list) and before != [] and all(isinstance(x, dict) for x in before)) \
+                and "before" in d:
+            raise TypeError(f"case field 'before' must be a non-empty list of cases, got {before!r}")
+        return cls(**{**d, "cu_seqlens": tuple(cu) if cu is not None else None,
+                      "before": tuple(cls.from_dict(x) for x in before)})
 
     def arguments(self, inputs: Inputs) -> dict[str, torch.Tensor | None]:
         """The ops' tensor arguments for ``inputs`` (Inputs' names, plus ``chunk_indices`` when the
@@ -296,7 +310,11 @@ class Case:
         where ``backend`` compiles its kernels, which refuse them and do by their own rule what they ask."""
         knobs = self.knobs if BACKENDS[backend].interpret else {
             k: v for k, v in self.knobs.items() if k not in INTERPRETER_KNOBS}
-        return self.replace(backend=backend, knobs=knobs)
+        return self.replace(backend=backend, knobs=knobs, before=tuple(call.on(backend) for call in self.before))
+
+    def of(self, subject: str) -> Case:
+        """The case, its earlier calls too, run by ``subject`` (a replay's ``--subject``)."""
+        return self.replace(subject=subject, before=tuple(call.of(subject) for call in self.before))
 
     def block(self, start: int, end: int) -> Case:
         """The chunk of tokens ``start .. end - 1`` of the flat [B*T] token axis (one of ``chunk_bounds``)

@@ -13,12 +13,12 @@ cpu backend only: a device runtime must not see a fork). The cpu backend is the 
 (its Triton mode is the interpreter's, tests/test_triton_mode.py); cuda and npu-cuda share a compiled
 process, which would need a spawned process per call alone: not done.
 
-Every subject is held to it on the cpu (a foreign subject's module is imported by the server before it
-forks). A foreign subject's state is its own to list: fla-core 0.6.0 memoizes chunk indices on the
-identity of cu_seqlens (``fla.utils.tensor_cache``), so a cu_seqlens changed in place gets the chunks of
-its old values (docs/findings-fla.md 16). While that defect is known, that subject's drawn sequences give
-a call whose values differ a tensor of its own (``in_place=False``); tests/test_history.py holds the
-defect itself, and says when it is gone.
+It is a property of the fuzz suite like the others (``history`` in the registry): a case carries the calls
+made before it (``Case.before``), so Hypothesis draws and shrinks a whole sequence, and the store keeps it
+as one file. Every subject is held to it on the cpu (a foreign subject's module is imported by the server
+before it forks); a foreign subject's state is its own: fla-core 0.6.0 memoizes chunk indices on the
+identity of cu_seqlens (``fla.utils.tensor_cache``), so a cu_seqlens changed in place gets the chunks of its
+old values (docs/findings-fla.md 16, stored and marked known).
 
 State that outlives a call, in src/ (each memo's key, and what its value depends on;
 tests/test_history.py holds each key to its list, and a scan of src/ keeps this list complete):
@@ -59,7 +59,8 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
   ``ops._aligned`` copies a misaligned view).
 * testing only, never read by a result: ``perf.device_time`` and ``perf.device_limits`` (timings),
   ``warm._CALLS``, ``warm._BUILDS`` and ``warm._POOL`` (a warm-up worker's subject and pool),
-  ``compiles._interpreter_backend``, ``compiles._install``, ``compiles._SHADOWS`` (per kernel function)
+  ``history._SERVERS`` (the history property's server of a process), ``compiles._interpreter_backend``,
+  ``compiles._install``, ``compiles._SHADOWS`` (per kernel function)
   and ``compiles._RECORDS``, ``index_audit._ACTIVE``, ``phases._CLOCK`` (audits and clocks of a run).
 """
 
@@ -76,7 +77,9 @@ from typing import IO, Any
 
 import torch
 
+from ..errors import BackendUnavailableError
 from .case import Case
+from .failure import PropertyFailure
 
 Bits = dict[str, tuple[str, tuple[int, ...], bytes] | None]  # per output: dtype, shape, raw bytes
 
@@ -86,11 +89,10 @@ def _bits(outputs: dict[str, torch.Tensor | None]) -> Bits:
                                           .numpy().tobytes()) for name, x in outputs.items()}
 
 
-def run_sequence(calls: Sequence[Case], in_place: bool = True) -> list[tuple[str, Any]]:
+def run_sequence(calls: Sequence[Case]) -> list[tuple[str, Any]]:
     """Run ``calls`` in order in this process, varlen calls sharing ``cu_seqlens`` objects (module doc):
-    per call ("ok", its output bits) or ("raise", the traceback). Without ``in_place`` a call whose
-    values differ gets a tensor of its own instead (a subject's known defect: module doc)."""
-    from .properties import build_inputs, run_ops
+    per call ("ok", its output bits) or ("raise", the traceback)."""
+    from .properties.common import build_inputs, run_ops
 
     shared: dict[tuple[int, torch.dtype], torch.Tensor] = {}
     results: list[tuple[str, Any]] = []
@@ -101,10 +103,7 @@ def run_sequence(calls: Sequence[Case], in_place: bool = True) -> list[tuple[str
             if cu is not None and "cu_seqlens" not in case.memory:
                 kept = shared.setdefault((cu.numel(), cu.dtype), cu)
                 if kept is not cu and not torch.equal(kept, cu):
-                    if in_place:
-                        kept.copy_(cu)  # the same object, its values changed in place
-                    else:
-                        kept = shared[(cu.numel(), cu.dtype)] = cu
+                    kept.copy_(cu)  # the same object, its values changed in place
                 inputs = inputs._replace(cu_seqlens=kept)
             results.append(("ok", _bits(run_ops(case, inputs))))
         except Exception:  # noqa: BLE001 - reported with the call
@@ -142,18 +141,18 @@ def serve() -> None:
     os.dup2(2, 1)
     from .. import subjects
     from ..backends import BACKENDS, _kernels
-    from . import properties  # noqa: F401  (imported before any fork, as a fresh process's first call does)
+    from .properties.common import run_ops  # noqa: F401  (imported before any fork, as a fresh process's first call does)
 
     _kernels(BACKENDS["cpu"].interpret)
     while True:
         try:
-            calls, in_place = pickle.load(requests)
+            calls = pickle.load(requests)
         except EOFError:
             return
         for name in {case.subject for case in calls}:
             subjects.get(name).ops("cpu")  # a foreign subject's module imported here, before the forks
         alone = [_forked(functools.partial(run_sequence, [case])) for case in calls]
-        together = _forked(functools.partial(run_sequence, calls, in_place))
+        together = _forked(functools.partial(run_sequence, calls))
         pickle.dump((alone, together), replies)
         replies.flush()
 
@@ -167,10 +166,10 @@ class HistoryServer:
             [sys.executable, "-c", "from wy_ascend.testing.history import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
-    def run(self, calls: Sequence[Case], in_place: bool = True) -> tuple[list[tuple[str, Any]], tuple[str, Any]]:
+    def run(self, calls: Sequence[Case]) -> tuple[list[tuple[str, Any]], tuple[str, Any]]:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
-        pickle.dump((list(calls), in_place), stdin)
+        pickle.dump(list(calls), stdin)
         stdin.flush()
         try:
             return pickle.load(stdout)
@@ -204,15 +203,13 @@ def _differ(a: Bits, b: Bits) -> list[str]:
     return out
 
 
-def check_history(server: HistoryServer, calls: Sequence[Case], in_place: bool = True) -> None:
+def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
     """Each of ``calls`` (valid calls: each runs alone), run in sequence, gives the bits it gives alone in
-    a fresh process (module doc; ``in_place``: ``run_sequence``). PropertyFailure naming the first call
+    a fresh process (module doc). PropertyFailure naming the first call
     that does not, and the calls before it; or the first call that does not run alone (a history of calls
     that all raise alike would compare nothing: a broken sequence runner once made every call raise and
     the property pass)."""
-    from .properties import PropertyFailure
-
-    alone, together = server.run(calls, in_place)
+    alone, together = server.run(calls)
     for i, case in enumerate(calls):
         (state, first), (in_sequence, then) = _one(alone[i]), _one(together, i)
         if state != "ok":
@@ -227,6 +224,25 @@ def check_history(server: HistoryServer, calls: Sequence[Case], in_place: bool =
             raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) gives another result after the calls before it "
                                   f"than alone in a fresh process: {', '.join(differ)}; before it: {before}",
                                   {"call": i, "differ": differ})
+
+
+_SERVERS: dict[int, HistoryServer] = {}  # the property's server of this process (by pid: a fork starts its own)
+
+
+def check_history_case(case: Case) -> dict[str, Any]:
+    """The history property of one case (a drawn or stored one): its earlier calls (``Case.before``), then the
+    case itself, in one process, each giving the bits it gives alone in a fresh one (``check_history``, its
+    cu_seqlens objects shared and changed in place as ``run_sequence`` does). The cpu backend only (module
+    doc); the server starts with the first such case of a process and ends with it."""
+    if (case.backend or "cpu") != "cpu":
+        raise BackendUnavailableError(f"the history property runs on the cpu backend only, not {case.backend!r}: "
+                                      "its server forks, which a device runtime must not see", case.backend)
+    server = _SERVERS.get(os.getpid())
+    if server is None or server.process.poll() is not None:
+        server = _SERVERS[os.getpid()] = HistoryServer()
+    calls = [*case.before, case.replace(before=())]
+    check_history(server, calls)
+    return {"calls": len(calls)}
 
 
 def _one(reply: tuple[str, Any], i: int = 0) -> tuple[str, Any]:

@@ -373,6 +373,11 @@ def _date(value: Any) -> None:
         raise ValueError(f"must be an ISO-8601 time with its UTC offset, got {_show(value)}")
 
 
+def _calls(value: Any) -> None:
+    if not (isinstance(value, list) and value and all(isinstance(x, dict) for x in value)):
+        raise ValueError(f"must be a non-empty list of cases (the calls before the case), got {_show(value)}")
+
+
 def _knob_check(name: str) -> Check:
     """A launch knob's check, from its LaunchConfig type: bool, a mode, or a positive int (the planner's
     rules on the value, e.g. a power-of-two tile cap, are checked with the case)."""
@@ -397,6 +402,7 @@ _CASE_CHECKS: dict[str, Check] = {
     "beta_dtype": _nullable(_one_of(DTYPES, "a dtype")), "g_dtype": _nullable(_one_of(DTYPES, "a dtype")),
     "index_dtype": _one_of(INDEX_DTYPES, "an index dtype"), "offset": _int(0),
     "subject": _one_of(subjects.SUBJECTS, "a subject"),
+    "before": _calls,  # each call checked as a case itself (_check_case)
 }
 CASE_FIELDS: dict[str, Field] = {
     name: Field(check, required=name not in LATER_FIELDS,
@@ -404,6 +410,7 @@ CASE_FIELDS: dict[str, Field] = {
                 if name == "knobs" else None)
     for name, check in _CASE_CHECKS.items()
 }
+CALL_FIELDS = {name: f for name, f in CASE_FIELDS.items() if name != "before"}  # an earlier call has none of its own
 FAILURE_FIELDS: dict[str, Field] = {
     "type": Field(_non_empty),  # the exception's class name
     "message": Field(_string),
@@ -473,26 +480,36 @@ def _contract(case: Case) -> None:
     backend.spec(torch.device("cpu"), config)
 
 
+def _normal_case(path: Path, stored: dict[str, Any], where: str) -> Case:
+    """The stored case (at ``where`` in the file) as Case reads it, refused where Case would store it otherwise,
+    where it breaks Case's own rules or where it is outside the ops' contract."""
+    try:
+        case = Case.from_dict(stored)
+    except (TypeError, ValueError) as e:
+        raise _bad(path, where, f"is not a valid case: {e}") from e
+    normal = case.to_dict()
+    for name in sorted(set(stored) | set(normal)):
+        if stored.get(name, LATER_FIELDS.get(name)) != normal.get(name, LATER_FIELDS.get(name)):
+            raise _bad(path, f"{where}.{name}", f"is {_show(stored.get(name))}, but the case's other fields make it "
+                       f"{_show(normal.get(name))}: a writer never stores it so")
+        if name in stored and name not in normal:
+            raise _bad(path, f"{where}.{name}", f"is at its default {_show(stored[name])}, which a writer leaves out")
+    try:
+        _contract(case)
+    except (TypeError, ValueError) as e:
+        raise _bad(path, where, f"is outside the ops' contract: {e}") from e
+    return case
+
+
 def _check_case(path: Path, data: dict[str, Any]) -> Case:
     """The stored case as Case reads it, refused where Case would store it otherwise (a field Case
     normalizes, e.g. T against cu_seqlens, or a later field written at its default), where it breaks
     Case's own rules or the ops' contract, or where its subject disagrees with the file's."""
     stored = data["case"]
-    try:
-        case = Case.from_dict(stored)
-    except (TypeError, ValueError) as e:
-        raise _bad(path, "case", f"is not a valid case: {e}") from e
-    normal = case.to_dict()
-    for name in sorted(set(stored) | set(normal)):
-        if stored.get(name, LATER_FIELDS.get(name)) != normal.get(name, LATER_FIELDS.get(name)):
-            raise _bad(path, f"case.{name}", f"is {_show(stored.get(name))}, but the case's other fields make it "
-                       f"{_show(normal.get(name))}: a writer never stores it so")
-        if name in stored and name not in normal:
-            raise _bad(path, f"case.{name}", f"is at its default {_show(stored[name])}, which a writer leaves out")
-    try:
-        _contract(case)
-    except (TypeError, ValueError) as e:
-        raise _bad(path, "case", f"is outside the ops' contract: {e}") from e
+    for i, call in enumerate(stored.get("before", [])):  # each earlier call of a history case, as a case
+        _check_object(path, call, CALL_FIELDS, f"case.before[{i}].")
+        _normal_case(path, call, f"case.before[{i}]")
+    case = _normal_case(path, stored, "case")
     foreign = subjects.get(case.subject).foreign
     named = data.get("subject", {}).get("name")
     if foreign != ("subject" in data) or (foreign and named != case.subject):
@@ -570,6 +587,8 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     own backends only), or None where it can. A replay reports it UNAVAILABLE, not a failure."""
     if stored.property == "perf" and BACKENDS[backend].interpret:
         return f"a perf case times a device; backend {backend!r} has none (the device nightly replays it)"
+    if stored.property == "history" and backend != "cpu":
+        return f"a history case runs on the cpu backend only (its server forks), not {backend!r}"
     tasks = interpreter_tasks(stored.property, stored.case)
     # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses
     if BACKENDS[backend].interpret and stored.property != "index_width" and tasks > INTERPRETER_TASKS:
@@ -608,7 +627,7 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
     when it passes on the backend it was found on; on another backend a pass says nothing of the
     defect (TF32 dots exist on a GPU only): its metrics, with ``known_elsewhere`` naming that backend."""
     case = stored.case.on(backend) if backend else stored.case
-    case = case.replace(subject=subject) if subject else case
+    case = case.of(subject) if subject else case
 
     def run() -> Metrics:
         if runner is not None:

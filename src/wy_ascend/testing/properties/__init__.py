@@ -36,8 +36,9 @@ backend, device and inputs, the UB model, ``run_ops`` and the checks every run o
 ``exact`` (the float64 oracle), ``bounds`` (the tolerances above), ``oracle``, ``invariance``
 (launch_invariance, memory_layout, varlen_split, widened_gates, grouped_heads), ``containment``,
 ``linearity``, ``plan_coverage``, ``bad_input``, ``perf`` and ``differential`` (one case on its subject and on
-a peer implementation); compiles and index_width live in
-testing/scaling.py. This module holds the registry (``PROPERTIES``, ``run_property``) and re-exports
+a peer implementation); compiles and index_width live in testing/scaling.py, history (a sequence of calls
+against each alone in a fresh process) in testing/history.py. This module holds the registry (``PROPERTIES``,
+``run_property``) and re-exports
 the names other code imports from ``wy_ascend.testing.properties``; a test that patches a name patches
 it in the module that looks it up.
 """
@@ -50,6 +51,7 @@ from ...backends import resolve_backend
 from ...planning import UnsupportedProblemError
 from ..case import Case
 from ..failure import Metrics, PropertyFailure
+from ..history import check_history_case
 from ..scaling import check_compiles, check_index_width
 from .bad_input import ARGUMENTS, BACKWARD_ONLY, CORRUPTIONS, Corruption, check_bad_input
 from .bounds import (
@@ -103,7 +105,7 @@ __all__ = [
     "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "OPS_TWICE", "PARTITION_KNOBS", "PROPERTIES",
     "UNIT_ROUNDOFF", "WY_ASCEND_ONLY", "Blocks", "Corruption", "Metrics", "Precisions", "PropertyFailure", "Seen",
     "applies", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
-    "check_differential",
+    "check_differential", "check_history_case",
     "check_grouped_heads", "check_index_width", "check_launch_invariance", "check_linearity", "check_memory_layout",
     "check_oracle", "check_perf", "check_plan_coverage", "check_varlen_split", "check_widened_gates",
     "compare_to_oracle", "device_of", "error_bounds", "nudged_outputs", "oracle_outputs", "plan_spec", "plannable",
@@ -147,6 +149,7 @@ PROPERTIES: dict[str, Callable[[Case], Metrics]] = {
     "compiles": check_compiles,
     "index_width": check_index_width,
     "differential": check_differential,
+    "history": check_history_case,
 }
 
 
