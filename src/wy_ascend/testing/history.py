@@ -205,10 +205,9 @@ def _differ(a: Bits, b: Bits) -> list[str]:
 
 def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
     """Each of ``calls`` (valid calls: each runs alone), run in sequence, gives the bits it gives alone in
-    a fresh process (module doc). PropertyFailure naming the first call
-    that does not, and the calls before it; or the first call that does not run alone (a history of calls
-    that all raise alike would compare nothing: a broken sequence runner once made every call raise and
-    the property pass)."""
+    a fresh process (module doc). PropertyFailure naming the first call that does not, and the calls
+    before it; or the first call that does not run alone (a history of calls that all raise alike would
+    compare nothing: a broken sequence runner once made every call raise and the property pass)."""
     alone, together = server.run(calls)
     for i, case in enumerate(calls):
         (state, first), (in_sequence, then) = _one(alone[i]), _one(together, i)
@@ -233,7 +232,8 @@ def check_history_case(case: Case) -> dict[str, Any]:
     """The history property of one case (a drawn or stored one): its earlier calls (``Case.before``), then the
     case itself, in one process, each giving the bits it gives alone in a fresh one (``check_history``, its
     cu_seqlens objects shared and changed in place as ``run_sequence`` does). The cpu backend only (module
-    doc); the server starts with the first such case of a process and ends with it."""
+    doc); the server starts with the first such case of a process and ends when the process does (its
+    requests' pipe closes)."""
     if (case.backend or "cpu") != "cpu":
         raise BackendUnavailableError(f"the history property runs on the cpu backend only, not {case.backend!r}: "
                                       "its server forks, which a device runtime must not see", case.backend)
