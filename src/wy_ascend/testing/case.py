@@ -312,6 +312,12 @@ class Case:
             k: v for k, v in self.knobs.items() if k not in INTERPRETER_KNOBS}
         return self.replace(backend=backend, knobs=knobs, before=tuple(call.on(backend) for call in self.before))
 
+    def brief(self) -> str:
+        """The fields that differ from a default Case's, ``name=value`` (a message's short form of a call)."""
+        default = Case()
+        return ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                         if f.name != "before" and getattr(self, f.name) != getattr(default, f.name))
+
     def of(self, subject: str) -> Case:
         """The case, its earlier calls too, run by ``subject`` (a replay's ``--subject``)."""
         return self.replace(subject=subject, before=tuple(call.of(subject) for call in self.before))

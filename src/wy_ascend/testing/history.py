@@ -212,15 +212,15 @@ def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
     for i, case in enumerate(calls):
         (state, first), (in_sequence, then) = _one(alone[i]), _one(together, i)
         if state != "ok":
-            raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) does not run alone in a fresh process: "
+            raise PropertyFailure(f"call {i} of {len(calls)} ({case.brief()}) does not run alone in a fresh process: "
                                   f"{state} ({_error(first)})", {"call": i})
         if in_sequence == "ok":
             differ = _differ(then, first)
         else:
             differ = [f"{in_sequence} in sequence ({_error(then)}), ok alone"]
         if differ:
-            before = "; ".join(repr(c) for c in calls[:i])
-            raise PropertyFailure(f"call {i} of {len(calls)} ({case!r}) gives another result after the calls before it "
+            before = "; ".join(f"({c.brief()})" for c in calls[:i])
+            raise PropertyFailure(f"call {i} of {len(calls)} ({case.brief()}) gives another result after the calls before it "
                                   f"than alone in a fresh process: {', '.join(differ)}; before it: {before}",
                                   {"call": i, "differ": differ})
 
