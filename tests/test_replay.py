@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from wy_ascend.cli import main
+from wy_ascend.cli import format_case, main
 from wy_ascend.testing import store
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure
@@ -320,3 +320,14 @@ def test_a_failure_from_the_case_runner_hides_the_raise_frame_from_pytest() -> N
     assert all(entry.frame.code.raw.co_name != "<module>" for entry in shown)
     info.traceback = shown
     assert len(str(ExceptionInfo.getrepr(info, style="long")).splitlines()) < 40
+
+
+def test_a_history_cases_earlier_calls_print_one_a_line() -> None:
+    """Each earlier call of a history case on its own line, by the fields it sets; the list says how many."""
+    first = Case(cu_seqlens=(0, 5, 70), backend="cpu")
+    case = first.replace(cu_seqlens=(0, 40, 70), before=(first, first.replace(BT=32)))
+    lines = format_case(case).splitlines()
+    assert lines[-2:] == ["  before[0]   T=70, cu_seqlens=(0, 5, 70), backend='cpu'",
+                          "  before[1]   T=70, BT=32, cu_seqlens=(0, 5, 70), backend='cpu'"]
+    assert not any(line.strip().startswith("before ") for line in lines)
+    assert store.describe_case(case).endswith("after 2 calls") and "after" not in store.describe_case(first)

@@ -84,10 +84,13 @@ def format_metrics(metrics: dict[str, Any]) -> str:
 
 
 def format_case(case: Any) -> str:
-    """Every field of a case, one per line."""
+    """Every field of a case, one per line; a history case's earlier calls one per line too, each by the fields
+    it sets (``Case.brief``)."""
     d = case.to_dict()
+    d.pop("before", None)
     width = max(len(k) for k in d)
-    return "\n".join(f"  {k.ljust(width)}  {json.dumps(v)}" for k, v in d.items())
+    lines = [f"  {k.ljust(width)}  {json.dumps(v)}" for k, v in d.items()]
+    return "\n".join(lines + [f"  {f'before[{i}]'.ljust(width)}  {call.brief()}" for i, call in enumerate(case.before)])
 
 
 @dataclass

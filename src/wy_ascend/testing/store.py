@@ -734,4 +734,6 @@ def describe_case(case: Case) -> str:
         parts.append(f"backend={case.backend}")
     if subjects.get(case.subject).foreign:
         parts.append(f"subject={case.subject}")
+    if case.before:
+        parts.append(f"after {len(case.before)} calls")
     return " ".join(parts)
