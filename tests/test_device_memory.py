@@ -7,6 +7,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
+import pytest
+
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.device_memory import MIN_RESERVATION, Ledger, case_bytes, reserved_for
 
@@ -227,3 +229,14 @@ def test_a_device_backends_ledger_is_its_current_devices_at_the_budget_fraction(
     ledger = dm.ledger_for(Case(backend="cuda"))
     assert ledger is not None and ledger.path.name == "wy-ascend-memory-cuda3.json"
     assert ledger.budget == int(4000 * dm.BUDGET_FRACTION) and 0 < dm.BUDGET_FRACTION < 1
+
+
+@pytest.mark.parametrize(("H", "HV", "K", "V"), [(32, 32, 16, 256), (32, 32, 256, 16), (4, 32, 64, 128), (16, 16, 200, 200)])
+def test_a_reservation_holds_six_float64_copies_of_every_input(H: int, HV: int, K: int, V: int) -> None:
+    """case_bytes covers what its docstring says, for every term of the estimate: six float64 copies of each
+    float input the case builds (k, v, beta, A, g, dw, du), counted from the tensors themselves, on cases large
+    enough to pass the floor; narrow K beside wide V and the other way round, grouped heads, odd dims."""
+    case = Case(B=1, T=1024, H=H, HV=HV, K=K, V=V, BT=64, use_g=True, dtype="bfloat16")
+    elements = sum(x.numel() for x in case.build_inputs() if x is not None and x.is_floating_point())
+    assert 6 * 8 * elements > MIN_RESERVATION
+    assert case_bytes(case) >= 6 * 8 * elements
