@@ -122,6 +122,20 @@ class Known:
     backends: frozenset[str] | None = None  # the backends it shows on (None: every one)
 
 
+def changes_in_place(case: Case) -> bool:
+    """Whether a history case's run changes a cu_seqlens object in place that an earlier call passed (the
+    sharing of testing/history.py ``run_sequence``: one tensor per entry count and dtype, passed where the
+    case lays it out contiguously)."""
+    seen: dict[tuple[int, str], tuple[int, ...]] = {}
+    for call in (*case.before, case):
+        if call.cu_seqlens is None or "cu_seqlens" in call.memory:
+            continue
+        key = (len(call.cu_seqlens), call.index_dtype)
+        if seen.setdefault(key, call.cu_seqlens) != call.cu_seqlens:
+            return True
+    return False
+
+
 def _narrow_g(case: Case) -> bool:
     return case.use_g and case.dtype_of("g") != torch.float32
 
@@ -144,7 +158,7 @@ KNOWN: tuple[Known, ...] = (
     Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
           lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
     # chunk indices memoized on cu_seqlens' identity (fla.utils.tensor_cache): an in-place change gets the old ones
-    Known(*FLA, "history-9ac938e3a912.json", lambda c: changes_in_place(c), frozenset({"history"})),
+    Known(*FLA, "history-9ac938e3a912.json", changes_in_place, frozenset({"history"})),
 )
 # fla-core 0.6.0's Triton kernels for GPUs (docs/findings-fla.md), found by the cuda nightly's fla runs.
 FLA_CUDA = ("fla", "0.6.0")
@@ -166,7 +180,7 @@ KNOWN += (
     # a grid of (NT, B * HV): a CUDA grid's second dimension holds 65,535 blocks (a packed batch has B = 1); on the
     # cpu the interpreter's GPU grid rule refuses the launch (tests/test_subjects.py)
     Known(*FLA_CUDA, "oracle-b3dc7546df6d.json", lambda c: c.cu_seqlens is None and c.B * c.HV > 65535),
-    Known(*FLA_CUDA, "history-3a17b385d062.json", lambda c: changes_in_place(c), frozenset({"history"})),  # as fla-ascend's
+    Known(*FLA_CUDA, "history-3a17b385d062.json", changes_in_place, frozenset({"history"})),  # as fla-ascend's
 )
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
@@ -203,6 +217,12 @@ def plannable_chunk_sizes(backend: str) -> list[int]:
 def chunk_sizes(backend: str) -> st.SearchStrategy[int]:
     """BT values the backend can plan with its default knobs (16 first)."""
     return st.sampled_from(plannable_chunk_sizes(backend))
+
+
+def subject_chunk_sizes(subject: str, backend: str = "cpu") -> tuple[int, ...]:
+    """The BT a subject's calls take on ``backend``: its claims' (a foreign one), else what the planner plans."""
+    own = subjects.get(subject)
+    return own.claims.chunk_sizes if own.foreign else tuple(plannable_chunk_sizes(backend))
 
 
 def _ub_choices(backend: str, BT: int) -> list[int]:
@@ -487,7 +507,7 @@ def cases(
     else:
         H, HV = draw(heads(sizes, grouped, claims))
         K, V = draw(dims(sizes, claims)), draw(dims(sizes, claims))
-        BT = draw(chunk_sizes(backend) if not subjects.get(subject).foreign else st.sampled_from(claims.chunk_sizes))
+        BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
         dtype = draw(st.sampled_from(claims.dtypes))
         use_g = draw(st.booleans())
     if not claims.varlen:
@@ -561,7 +581,7 @@ def large_cases(
     else:
         H, HV = draw(heads(head_sizes, grouped, claims))
         K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
-        BT = draw(chunk_sizes(backend) if not foreign else st.sampled_from(claims.chunk_sizes))
+        BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
         dtype = draw(st.sampled_from(claims.dtypes))
         use_g = draw(st.booleans())
     kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
@@ -842,12 +862,6 @@ def _other(values: tuple[Any, ...], current: Any) -> st.SearchStrategy[Any]:
     return st.sampled_from([v for v in values if v != current])
 
 
-def subject_chunk_sizes(subject: str) -> tuple[int, ...]:
-    """The BT a subject's calls take on the cpu: its claims' (a foreign one), else what the planner plans."""
-    own = subjects.get(subject)
-    return own.claims.chunk_sizes if own.foreign else tuple(plannable_chunk_sizes("cpu"))
-
-
 @st.composite
 def changed(draw: st.DrawFn, case: Case, what: str) -> Case:
     """``case`` with ``what`` (one of HISTORY_CHANGES) changed to another value: a memo then sees a key that
@@ -916,17 +930,3 @@ def history_cases(draw: st.DrawFn, subject: str = subjects.DEFAULT) -> Case:
         assume(supported(case))
         calls.append(case)
     return calls[-1].replace(before=tuple(calls[:-1]))
-
-
-def changes_in_place(case: Case) -> bool:
-    """Whether a history case's run changes a cu_seqlens object in place that an earlier call passed (the
-    sharing of testing/history.py ``run_sequence``: one tensor per entry count and dtype, passed where the
-    case lays it out contiguously)."""
-    seen: dict[tuple[int, str], tuple[int, ...]] = {}
-    for call in (*case.before, case):
-        if call.cu_seqlens is None or "cu_seqlens" in call.memory:
-            continue
-        key = (len(call.cu_seqlens), call.index_dtype)
-        if seen.setdefault(key, call.cu_seqlens) != call.cu_seqlens:
-            return True
-    return False

@@ -44,6 +44,7 @@ from wy_ascend import subjects
 from wy_ascend.backends import compiled_kernels
 from wy_ascend.env import switch
 from wy_ascend.errors import BackendUnavailableError
+from wy_ascend.testing import history
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
 from wy_ascend.testing.properties import CORRUPTIONS, peer_case, run_property, specialization_labels, widened
@@ -320,15 +321,7 @@ def test_differential(case: Case) -> None:
     check("differential", case)
 
 
-def _forking(test: Any) -> Any:
-    """Skip mark where the run's backend is not the cpu: the history property's server forks."""
-    if BACKEND == "cpu":
-        return test
-    return pytest.mark.skip(reason=f"the history property runs on the cpu backend only (its server forks), "
-                                   f"not {BACKEND!r}")(test)
-
-
-@_forking
+@pytest.mark.skipif(history.refuses(BACKEND) is not None, reason=str(history.refuses(BACKEND)))
 @PROFILE.settings_for("history")
 @given(case=history_cases(SUBJECT))
 def test_history(case: Case) -> None:

@@ -281,8 +281,7 @@ class Case:
         if cu is not None and not (isinstance(cu, list) and all(isinstance(x, int) for x in cu)):
             raise TypeError(f"case field 'cu_seqlens' must be a list of ints or null, got {cu!r}")
         before = d.get("before", [])
-        if not (isinstance(before, list) and before != [] and all(isinstance(x, dict) for x in before)) \
-                and "before" in d:
+        if "before" in d and not (isinstance(before, list) and before and all(isinstance(x, dict) for x in before)):
             raise TypeError(f"case field 'before' must be a non-empty list of cases, got {before!r}")
         return cls(**{**d, "cu_seqlens": tuple(cu) if cu is not None else None,
                       "before": tuple(cls.from_dict(x) for x in before)})

@@ -228,15 +228,23 @@ def check_history(server: HistoryServer, calls: Sequence[Case]) -> None:
 _SERVERS: dict[int, HistoryServer] = {}  # the property's server of this process (by pid: a fork starts its own)
 
 
+def refuses(backend: str | None) -> str | None:
+    """Why the history property cannot run on ``backend`` (None: the cpu's), or None where it can (module doc)."""
+    if (backend or "cpu") == "cpu":
+        return None
+    return f"the history property runs on the cpu backend only, not {backend!r}: its server forks, which a device " \
+           "runtime must not see"
+
+
 def check_history_case(case: Case) -> dict[str, Any]:
     """The history property of one case (a drawn or stored one): its earlier calls (``Case.before``), then the
     case itself, in one process, each giving the bits it gives alone in a fresh one (``check_history``, its
     cu_seqlens objects shared and changed in place as ``run_sequence`` does). The cpu backend only (module
     doc); the server starts with the first such case of a process and ends when the process does (its
     requests' pipe closes)."""
-    if (case.backend or "cpu") != "cpu":
-        raise BackendUnavailableError(f"the history property runs on the cpu backend only, not {case.backend!r}: "
-                                      "its server forks, which a device runtime must not see", case.backend)
+    why = refuses(case.backend)
+    if why is not None:
+        raise BackendUnavailableError(why, case.backend)
     server = _SERVERS.get(os.getpid())
     if server is None or server.process.poll() is not None:
         server = _SERVERS[os.getpid()] = HistoryServer()

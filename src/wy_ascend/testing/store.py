@@ -47,6 +47,7 @@ from ..backends import BACKEND_ENV, BACKENDS, DEVICES, LaunchConfig
 from ..errors import RegressionFileError
 from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
+from . import history
 from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
 from .properties import CORRUPTIONS, OPS_TWICE, PROPERTIES, Metrics, PropertyFailure, run_property
 from .runner import CaseLost, CaseRunner, device_fault, names_device_fault
@@ -587,8 +588,8 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     own backends only), or None where it can. A replay reports it UNAVAILABLE, not a failure."""
     if stored.property == "perf" and BACKENDS[backend].interpret:
         return f"a perf case times a device; backend {backend!r} has none (the device nightly replays it)"
-    if stored.property == "history" and backend != "cpu":
-        return f"a history case runs on the cpu backend only (its server forks), not {backend!r}"
+    if stored.property == "history" and history.refuses(backend) is not None:
+        return history.refuses(backend)
     tasks = interpreter_tasks(stored.property, stored.case)
     # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses
     if BACKENDS[backend].interpret and stored.property != "index_width" and tasks > INTERPRETER_TASKS:
