@@ -385,3 +385,34 @@ def test_die_with_parent_asks_nothing_off_linux(monkeypatch, platform: str) -> N
     monkeypatch.setattr(os, "getppid", lambda: 1)
     child.die_with_parent()
     assert touched == []
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (or is stopped): it exists and is no zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.cpu_interpreter
+@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
+def test_close_ends_a_child_that_does_not_answer(tmp_path: Path, fork_server: bool) -> None:
+    """close() leaves no child behind and returns within seconds, whatever the child does with the end of its
+    input: here it is stopped (SIGSTOP: it cannot read the EOF, as in a case stuck in a kernel). A child left
+    running would hold a worker's memory, or its device, after the run that started it is gone."""
+    runner = CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=fork_server, backend="cpu")
+    runner.start()
+    assert runner.child is not None
+    pid = runner.child.pid
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
+        runner.close()
+        took = time.monotonic() - started
+        assert not _alive(pid), "close() left its stopped child alive"
+        assert took < 20, f"close() took {took:.0f} s"  # 5 s for the EOF, then the kill's reaping
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)

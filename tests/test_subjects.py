@@ -261,3 +261,15 @@ def test_flas_gpu_kernels_launch_past_a_gpus_grid_on_a_large_fixed_batch() -> No
     packed_args.pop("dw"), packed_args.pop("du")
     w, u = forward(**packed_args)
     assert w.shape == (1, 3, 4, 16) and bool(torch.isfinite(w).all())
+
+
+@pytest.mark.parametrize("name", sorted(set(subjects.SUBJECTS) - {subjects.DEFAULT}))
+def test_a_foreign_subjects_scaled_ops_say_its_gates_are_token_major(name: str) -> None:
+    """The scaling properties lay out their virtual beta and g as the ops say the kernels read them: fla's read
+    [B,T,HV] on every backend, whatever this project's kernels read there (head-major on the cpu), so a
+    foreign subject's ops must never take the backend's rule (its zeros would hide a wrong layout)."""
+    from wy_ascend.testing.scaling import subject_ops
+
+    ops = subject_ops(Case(T=16, HV=2, use_g=True, subject=name))
+    own = subject_ops(Case(T=16, HV=2, use_g=True))
+    assert own.gates_head_major and not ops.gates_head_major
