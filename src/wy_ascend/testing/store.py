@@ -588,8 +588,8 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     own backends only), or None where it can. A replay reports it UNAVAILABLE, not a failure."""
     if stored.property == "perf" and BACKENDS[backend].interpret:
         return f"a perf case times a device; backend {backend!r} has none (the device nightly replays it)"
-    if stored.property == "history" and history.refuses(backend) is not None:
-        return history.refuses(backend)
+    if stored.property == "history" and (why := history.refuses(backend)) is not None:
+        return why
     tasks = interpreter_tasks(stored.property, stored.case)
     # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses
     if BACKENDS[backend].interpret and stored.property != "index_width" and tasks > INTERPRETER_TASKS:
