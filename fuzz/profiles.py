@@ -188,7 +188,13 @@ PROFILES: dict[str, Profile] = {
 
 def example_database() -> DirectoryBasedExampleDatabase:
     """The example database every worker shares (``WY_ASCEND_HYPOTHESIS_DB`` or ``.hypothesis/examples``)."""
-    return DirectoryBasedExampleDatabase(os.environ.get(DATABASE_ENV) or str(REPO / ".hypothesis" / "examples"))
+    return DirectoryBasedExampleDatabase(os.environ.get(DATABASE_ENV) or str(home() / ".hypothesis" / "examples"))
+
+
+def home() -> Path:
+    """Where a run keeps its example database: this checkout, or (the suite installed, run from a subject's own
+    repository: ``wy-ascend fuzz``) the directory the run started in."""
+    return REPO if (REPO / "src" / "wy_ascend").is_dir() else Path.cwd()
 
 
 for _profile in PROFILES.values():
@@ -217,18 +223,13 @@ def for_subject(profile: Profile, subject: str) -> Profile:
     (FOREIGN_EXAMPLES, the profile's multiple of ci's), sizes at half the task budget that also draw K/V
     below 16 (strategies.SMALL_DIMS), no pool (it is wy_ascend's compiles), and the properties tied to
     wy_ascend's internals skipped with their reason (properties.WY_ASCEND_ONLY)."""
-    from wy_ascend.testing.properties import PARTITION_KNOBS, WY_ASCEND_ONLY
+    from wy_ascend.testing.properties import PROPERTIES, applies_to
 
     if not subjects.get(subject).foreign:
         return profile
     if PERF in profile.examples:
         raise ValueError(f"profile {profile.name!r} times wy_ascend's kernels; it does not run subject {subject!r}")
-    skipped = dict(WY_ASCEND_ONLY)
-    claims = subjects.get(subject).claims
-    if not any(claims.takes(knob) for knob in PARTITION_KNOBS):
-        skipped["launch_invariance"] = "it takes no launch knob that re-partitions its work"
-    if not claims.takes("max_blocks"):
-        skipped["compiles"] = "it has no grid limit of its own to lower, so no call of the suite's sizes splits its launch"
+    skipped = {prop: why for prop in PROPERTIES if (why := applies_to(prop, subjects.get(subject))) is not None}
     scale = max(profile.examples.values()) / max(CI_EXAMPLES.values())
     examples = {prop: max(1, round(n * scale)) for prop, n in FOREIGN_EXAMPLES.items() if prop in profile.examples}
     return dataclasses.replace(
@@ -248,8 +249,12 @@ def select(profile: str | None = None, backend: str | None = None, subject: str 
     backend = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
     if PERF in PROFILES[name].examples and backend == "cpu":
         raise ValueError(f"profile {name!r} times device kernels: run it with --backend cuda, npu-cuda or npu")
-    subject = subject or os.environ.get(SUBJECT_ENV) or subjects.DEFAULT
-    chosen = subjects.get(subject)  # ValueError naming the subjects
+    spec = subject or os.environ.get(SUBJECT_ENV) or subjects.DEFAULT
+    try:
+        chosen = subjects.get(spec)  # a name or an import path; ValueError naming the subjects
+    except ImportError as e:
+        raise ValueError(str(e)) from e
+    subject = chosen.name
     if backend not in chosen.backends:
         raise ValueError(f"subject {subject!r} runs on the backends {list(chosen.backends)}, not {backend!r} "
                          f"(--backend or {BACKEND_ENV})")

@@ -36,9 +36,9 @@ from fuzz.pool import Entry
 from wy_ascend import subjects
 from wy_ascend.backends import BACKENDS, DEVICES
 from wy_ascend.planning import plan
-from wy_ascend.subjects import Claims
+from wy_ascend.subjects import Claims, Known
 from wy_ascend.testing.case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, MEMORY_ARGS, MEMORY_LAYOUTS, Case
-from wy_ascend.testing.properties import CORRUPTIONS, PARTITION_KNOBS, backend_name, supported
+from wy_ascend.testing.properties import ARGUMENTS, BACKWARD_ONLY, CORRUPTIONS, PARTITION_KNOBS, supported
 from wy_ascend.validation import SUPPORTED_BT
 
 # The Ascend launch limit (blocks per launch) and the CUDA grid's y limit: the large
@@ -105,108 +105,20 @@ def case_host_bytes(case: Case) -> int:
 
 # ----------------------------------------------------------------------------- known defects
 
-
-@dataclass(frozen=True)
-class Known:
-    """A defect of a foreign subject's version that the store holds, marked known (its file's
-    top-level ``known``): the draws leave out every case it ``covers``, so a fuzz run of that
-    subject stays green while the defect persists and spends its budget on others; the file's
-    replay (``nox -s regress``) says when it stops reproducing. A new version of the subject
-    lifts the exclusion (its defects are then found again, or not)."""
-
-    subject: str
-    version: str
-    file: str  # the regression file's name in regressions/
-    covers: Callable[[Case], bool] | None  # the cases it fails (None: every case of its properties)
-    properties: frozenset[str] | None = None  # the properties it fails (None: every one)
-    backends: frozenset[str] | None = None  # the backends it shows on (None: every one)
-
-
-def changes_in_place(case: Case) -> bool:
-    """Whether a history case's run changes a cu_seqlens object in place that an earlier call passed (the
-    sharing of testing/history.py ``run_sequence``: one tensor per entry count and dtype, passed where the
-    case lays it out contiguously)."""
-    seen: dict[tuple[int, str], tuple[int, ...]] = {}
-    for call in (*case.before, case):
-        if call.cu_seqlens is None or "cu_seqlens" in call.memory:
-            continue
-        key = (len(call.cu_seqlens), call.index_dtype)
-        if seen.setdefault(key, call.cu_seqlens) != call.cu_seqlens:
-            return True
-    return False
-
-
-def _narrow_g(case: Case) -> bool:
-    return case.use_g and case.dtype_of("g") != torch.float32
-
-
-FLA = ("fla-ascend", "0.6.0")
-# fla-core 0.6.0's Ascend kernels (docs/findings-fla.md): each entry's file holds the minimal case the suite found.
-KNOWN: tuple[Known, ...] = (
-    Known(*FLA, "oracle-b2acbef20dc8.json", lambda c: min(c.K, c.V) < 16),  # 8-wide tiles: tl.dot needs 16
-    Known(*FLA, "oracle-fe0763164a17.json",  # a fixed batch's backward rounds exp2(g) to g's dtype
-          lambda c: _narrow_g(c) and c.cu_seqlens is None),
-    Known(*FLA, "memory_layout-c6889efdbfaa.json",  # the backward has no input_guard: views read as contiguous
-          lambda c: any(layout != "offset" for layout in c.memory.values())),
-    Known(*FLA, "bad_input-a16fbc8e67e5.json", None, frozenset({"bad_input"})),  # no argument is validated
-    Known(*FLA, "widened_gates-7892ef11f294.json", None,  # dbeta, dg, dk summed across kernels in the output dtype
-          frozenset({"widened_gates"})),
-    # NT_OFFSET/BH_OFFSET constexpr: a compile per launch chunk, but for a packed batch, whose chunks it slices
-    # (NT_OFFSET stays 0), unless its B*HV heads split too
-    Known(*FLA, "compiles-9f70b5da7a75.json",
-          lambda c: c.cu_seqlens is None or c.B * c.HV > c.knobs.get("max_blocks", BLOCK_LIMIT), frozenset({"compiles"})),
-    Known(*FLA, "index_width-204dcbb35d06.json",  # the head-major gate base i_h * T_seq in int32
-          lambda c: c.HV > 1 and (c.HV - 1) * c.T >= 2**31, frozenset({"index_width"})),
-    # chunk indices memoized on cu_seqlens' identity (fla.utils.tensor_cache): an in-place change gets the old ones
-    Known(*FLA, "history-9ac938e3a912.json", changes_in_place, frozenset({"history"})),
-)
-# fla-core 0.6.0's Triton kernels for GPUs (docs/findings-fla.md), found by the cuda nightly's fla runs.
-FLA_CUDA = ("fla", "0.6.0")
-KNOWN += (
-    Known(*FLA_CUDA, "oracle-ec988a9f0192.json",  # float32 dots at TF32 (w and the backward's; u's at fp32)
-          lambda c: c.dtype == "float32", frozenset({"oracle", "differential"})),
-    Known(*FLA_CUDA, "memory_layout-9e527edf870c.json",  # neither op has input_guard: views read as contiguous
-          lambda c: any(layout != "offset" for layout in c.memory.values())),
-    Known(*FLA_CUDA, "widened_gates-259772790a3d.json",  # w rounds k*beta to k's dtype before the gate factor
-          lambda c: c.use_g and c.dtype != "float32", frozenset({"widened_gates"})),
-    Known(*FLA_CUDA, "widened_gates-2663ec4dbc31.json", _narrow_g,  # the backward's exp2 of g in g's dtype
-          frozenset({"widened_gates"})),
-    Known(*FLA_CUDA, "bad_input-7d893b3a8690.json", None, frozenset({"bad_input"})),  # no argument is validated
-    Known(*FLA_CUDA, "linearity-36837c6b131e.json",  # dA rounded to float16 between the dots: subnormals
-          lambda c: c.dtype == "float16", frozenset({"linearity"})),
-    # an illegal memory access with K = V = 16 on triton 3.6 / sm_90; by its likely cause (a 16- or 32-wide tile beside
-    # BT-wide dots, the mix triton 3.6 miscompiles) every dim up to 32; the interpreter runs the kernels right
-    Known(*FLA_CUDA, "oracle-351afae366d1.json", lambda c: min(c.K, c.V) <= 32, None, frozenset({"cuda"})),
-    # a grid of (NT, B * HV): a CUDA grid's second dimension holds 65,535 blocks (a packed batch has B = 1); on the
-    # cpu the interpreter's GPU grid rule refuses the launch (tests/test_subjects.py)
-    Known(*FLA_CUDA, "oracle-b3dc7546df6d.json", lambda c: c.cu_seqlens is None and c.B * c.HV > 65535),
-    Known(*FLA_CUDA, "history-3a17b385d062.json", changes_in_place, frozenset({"history"})),  # as fla-ascend's
-    # dA rounded to k's dtype between the backward's dots (the linearity file's cause): its accuracy in bfloat16
-    # (float16's 8x finer rounding is still drawn: the float32 mark above leaves the oracle nothing else)
-    Known(*FLA_CUDA, "oracle-7bd8126907c0.json", lambda c: c.dtype == "bfloat16", frozenset({"oracle"})),
-)
 OWN_CLAIMS = subjects.get(subjects.DEFAULT).claims
 
 
 def known_defect(prop: str, case: Case) -> Known | None:
-    """The known defect of the case's subject (at its installed version) that covers ``case`` under
-    property ``prop``, if any (fuzz/test_fuzz.py rejects such a case before running it); for a history case,
-    that covers it or any of its earlier calls."""
-    if not subjects.get(case.subject).foreign:
-        return None
-    version = subjects.get(case.subject).version
-    return next((k for k in KNOWN if k.subject == case.subject and k.version == version
-                 and (k.properties is None or prop in k.properties)
-                 and (k.covers is None or any(k.covers(call) for call in (*case.before, case)))
-                 and (k.backends is None or backend_name(case) in k.backends)), None)
+    """The known defect of the case's subject (at its installed version, from its declaration:
+    ``subjects.Known``) that covers ``case`` under property ``prop``, if any (fuzz/test_fuzz.py rejects
+    such a case before running it); for a history case, that covers it or any of its earlier calls."""
+    return subjects.get(case.subject).known_defect(prop, case)
 
 
 def known_everywhere(prop: str, subject: str) -> Known | None:
     """The known defect of ``subject`` (at its installed version) that every case of ``prop`` fails, if
     any: the property's test has nothing left to draw (fuzz/test_fuzz.py skips it, naming the file)."""
-    version = subjects.get(subject).version
-    return next((k for k in KNOWN if k.subject == subject and k.version == version and k.covers is None
-                 and k.properties is not None and prop in k.properties), None)
+    return subjects.get(subject).known_everywhere(prop)
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -512,20 +424,50 @@ def cases(
         K, V = draw(dims(sizes, claims)), draw(dims(sizes, claims))
         BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
         dtype = draw(st.sampled_from(claims.dtypes))
-        use_g = draw(st.booleans())
-    if not claims.varlen:
-        varlen = False
+        use_g = draw(gate(subject))
+    varlen = claimed_varlen(subject, varlen)
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool), grouped=HV > H,
                               subject=subject))
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
-    args = draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided))
+    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided)))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
-    if not claims.gate_dtypes:
-        dtypes.update(beta_dtype=None, g_dtype=None)
+    dtypes.update(claimed_gate_dtypes(subject, dtype, use_g, dtypes))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
     return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
                 backend=backend, subject=subject, **layout, **args, **dtypes)
+
+
+def claimed_arguments(subject: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``arguments``' draw for a subject whose chunk indices are not the caller's option (computed inside or
+    always prebuilt in its own format: ``Calling.chunk_indices``): the case passes none of wy_ascend's."""
+    if subjects.get(subject).calling.chunk_indices == "optional":
+        return args
+    return {"chunk_indices": False, "memory": {n: m for n, m in args["memory"].items() if n != "chunk_indices"}}
+
+
+def gate(subject: str) -> st.SearchStrategy[bool]:
+    """Whether a case passes a gate g: drawn, never for a subject that takes none (``gate_units`` "none")."""
+    return st.booleans() if subjects.get(subject).gated else st.just(False)
+
+
+def claimed_varlen(subject: str, varlen: bool | None) -> bool | None:
+    """A strategy's ``varlen`` flag within the subject's claims: True for one that takes packed batches only,
+    False for one that takes fixed ones only (a property asking for the other gets the one it takes)."""
+    claims = subjects.get(subject).claims
+    return varlen if claims.varlen and claims.fixed else claims.varlen
+
+
+def claimed_gate_dtypes(subject: str, dtype: str, use_g: bool, drawn: dict[str, Any]) -> dict[str, Any]:
+    """The caller dtypes ``drawn`` within the subject's declaration: beta and g in k's dtype where it claims
+    no other (``gate_dtypes``); g in the dtype its call forces (``Calling.g_dtype``), float32 for natural-log
+    gates (a gate rounded after its scaling by ln 2 is not the one the oracle used: subjects.Calling)."""
+    own = subjects.get(subject)
+    beta, g = (drawn.get("beta_dtype"), drawn.get("g_dtype")) if own.claims.gate_dtypes else (None, None)
+    forced = own.calling.g_dtype or ("float32" if own.calling.gate_units == "ln" else None)
+    if use_g and forced is not None:
+        g = None if forced == dtype else forced
+    return {"beta_dtype": beta, "g_dtype": g if use_g else None}
 
 
 @functools.cache
@@ -538,13 +480,56 @@ def corruptions_adding_cu_seqlens() -> frozenset[str]:
                      if corrupt(inputs, 0)[0].get("cu_seqlens") is not None)
 
 
+def subject_corruptions(subject: str) -> tuple[str, ...]:
+    """The corruptions (properties.CORRUPTIONS) of arguments the subject takes: none of the backward's for a
+    forward-only one, none of g for one without a gate, none of chunk_indices where they are not the caller's
+    option, none that pass cu_seqlens to one that takes fixed batches only."""
+    own = subjects.get(subject)
+    ops = own.ops_implemented
+
+    def takes(name: str) -> bool:
+        argument = next(a for a in sorted(ARGUMENTS, key=len, reverse=True) if name.startswith(a + "_"))
+        if name in BACKWARD_ONLY and "bwd" not in ops:
+            return False
+        if argument == "g" and not own.gated or argument == "chunk_indices" and own.calling.chunk_indices != "optional":
+            return False
+        if (argument == "cu_seqlens" or name in corruptions_adding_cu_seqlens()) and not own.claims.varlen:
+            return False
+        return any(own.calling.takes(argument, op) for op in ops)
+    return tuple(name for name in CORRUPTIONS if takes(name))
+
+
+def example_case(subject: str, backend: str, **fields: Any) -> Case:
+    """A test's explicit example (``Case(**fields)``) within the subject's claims: its first chunk size, dtype and
+    dims where it claims no others, a packed batch of one sequence where it takes no fixed one, no gate where it
+    takes none, g in the dtype its call forces."""
+    own = subjects.get(subject)
+    claims = own.claims
+    case = Case(**fields)
+    low, high = claims.dims
+    K = case.K if low <= case.K <= high and (not claims.pow2_dims or case.K & (case.K - 1) == 0) else \
+        (_pow2_dim(claims) if claims.pow2_dims else min(max(case.K, low), high))
+    use_g = case.use_g and own.gated
+    change: dict[str, Any] = {
+        "BT": case.BT if case.BT in subject_chunk_sizes(subject, backend) else subject_chunk_sizes(subject, backend)[0],
+        "dtype": case.dtype if case.dtype in claims.dtypes else claims.dtypes[0], "K": K, "V": K, "use_g": use_g}
+    if claims.head_ratios is not None and case.HV // case.H not in claims.head_ratios:
+        change["HV"] = case.H * claims.head_ratios[0]
+    if case.cu_seqlens is None and not claims.fixed:
+        change.update(cu_seqlens=(0, case.B * case.T), T=case.B * case.T, B=1)
+    case = case.replace(**change)
+    return case.replace(backend=backend, subject=subject,
+                        **claimed_gate_dtypes(subject, case.dtype, use_g, {"beta_dtype": case.beta_dtype,
+                                                                          "g_dtype": case.g_dtype}))
+
+
 @st.composite
 def bad_input_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
                     subject: str = subjects.DEFAULT) -> Case:
     """A small valid case plus one ``corruption`` from properties.CORRUPTIONS at a drawn position
     (``corrupt_at``: e.g. which pair of cu_seqlens decreases). Inputs are built, no kernel runs;
     the case's own optional arguments and layouts are dropped (the corruption sets the arguments)."""
-    corruption = draw(st.sampled_from(tuple(CORRUPTIONS)))
+    corruption = draw(st.sampled_from(subject_corruptions(subject)))
     small = sizes.scaled(max_tokens=min(sizes.max_tokens, 128), max_tasks=min(sizes.max_tasks, 16),
                          max_seqs=min(sizes.max_seqs, 8))
     if corruption in corruptions_adding_cu_seqlens():
@@ -586,7 +571,8 @@ def large_cases(
         K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
         BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
         dtype = draw(st.sampled_from(claims.dtypes))
-        use_g = draw(st.booleans())
+        use_g = draw(gate(subject))
+    varlen = claimed_varlen(subject, varlen)
     kinds = {None: LARGE_KINDS, True: ("long_varlen",), False: ("long_grid", "wide_heads")}[varlen]
     kind = draw(st.sampled_from(kinds))
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, large=True, keep_tiles=bool(pool),
@@ -609,8 +595,9 @@ def large_cases(
         total = draw(st.integers(max(1, max_tokens // 4), max(1, max_tokens)))
         n = draw(st.integers(min(100, sizes.max_seqs), max(min(100, sizes.max_seqs), sizes.max_seqs)))
         layout = {"cu_seqlens": _long_varlen_cu(random.Random(draw(st.integers(0, 2**32 - 1))), total, n, BT)}
-    args = draw(arguments(use_g, "cu_seqlens" in layout, memory))
+    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided)))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
+    dtypes.update(claimed_gate_dtypes(subject, dtype, use_g, dtypes))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
     return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
@@ -745,11 +732,12 @@ def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
     and, in a core grid, launches of at most ``max_tasks`` (as many) tasks. A foreign subject lowers its
     own grid limit to ``max_blocks`` (subjects.py: fla-ascend's ASCEND_MAX_GRID_DIM). Shrinks toward two
     chunks of one head, a launch a task."""
-    BT = draw(chunk_sizes(backend))
-    H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads))))
+    claims = subjects.get(subject).claims
+    BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
+    H, HV = draw(heads(sizes.scaled(max_value_heads=min(4, sizes.max_value_heads)), claims=claims))
     most = max(2, sizes.max_tasks // HV)
     layout: dict[str, Any]
-    if draw(st.booleans()):  # a packed batch: a few sequences of one to two chunks each
+    if claimed_varlen(subject, draw(st.booleans())):  # a packed batch: a few sequences of one to two chunks each
         lengths = draw(st.lists(st.integers(1, 2 * BT), min_size=1, max_size=3))
         assume(2 <= num_chunks(lengths, BT) <= most)
         chunks, layout = num_chunks(lengths, BT), {"T": sum(lengths), "cu_seqlens": (0, *itertools.accumulate(lengths))}
@@ -760,8 +748,16 @@ def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
     knobs = {"mode": "grid", "max_blocks": limit}
     if draw(st.booleans()):  # wy_ascend's core grid splits by tasks; a foreign subject's grid by max_blocks still
         knobs.update(mode="persistent", max_tasks=limit)
-    return Case(H=H, HV=HV, BT=BT, dtype=draw(st.sampled_from(tuple(DTYPES))), use_g=draw(st.booleans()),
-                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject, **layout)
+    K, V = (max(16, claims.dims[0]) if not claims.pow2_dims else _pow2_dim(claims),) * 2
+    dtype, use_g = draw(st.sampled_from(claims.dtypes)), draw(gate(subject))
+    return Case(H=H, HV=HV, K=min(K, claims.dims[1]), V=min(V, claims.dims[1]), BT=BT, dtype=dtype, use_g=use_g,
+                seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject, **layout,
+                **claimed_gate_dtypes(subject, dtype, use_g, {}))
+
+
+def _pow2_dim(claims: Claims) -> int:
+    """The smallest power of two of at least 16 a subject claiming ``pow2_dims`` takes."""
+    return next(d for d in range(max(16, claims.dims[0]), claims.dims[1] + 1) if d & (d - 1) == 0)
 
 
 INDEX_LIMIT = 2**31
@@ -787,26 +783,38 @@ def index_width_cases(draw: st.DrawFn, backend: str = "cpu", subject: str = subj
       of them, each ~10 us where it runs none).
 
     Tokens are the least that reach the class's 2**31 plus up to three chunks; BT is drawn widest first."""
-    chunk_sizes_ = plannable_chunk_sizes(backend)[::-1]
-    if draw(st.sampled_from(("gates", "rows"))) == "gates":
+    own = subjects.get(subject)
+    claims = own.claims
+    chunk_sizes_ = sorted(subject_chunk_sizes(subject, backend), reverse=True)
+    low, high = claims.dims
+    dims_ = [d for d in INDEX_DIMS if low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0)] or \
+        [_pow2_dim(claims) if claims.pow2_dims else max(16, low) if high >= 16 else high]
+    narrow = [d for d in ("bfloat16", "float16") if d in claims.dtypes]
+    classes = ("gates", "rows") if narrow else ("rows",)  # the gates class needs 2-byte gates
+    takes = lambda ratio: claims.head_ratios is None or ratio in claims.head_ratios  # noqa: E731
+    if draw(st.sampled_from(classes)) == "gates":
         BT = draw(st.sampled_from(chunk_sizes_))
-        HV = draw(st.sampled_from(GATE_HEADS))
+        HV = draw(st.sampled_from([hv for hv in GATE_HEADS if takes(1) or takes(hv)] or GATE_HEADS))
         tokens = cdiv(INDEX_LIMIT, HV - 1) + draw(st.integers(0, 3 * BT))
-        return Case(T=tokens, H=draw(st.sampled_from((HV, 1))), HV=HV, K=16, V=16, BT=BT,
-                    dtype=draw(st.sampled_from(("bfloat16", "float16"))), backend=backend, subject=subject)
+        H = draw(st.sampled_from([h for h in (HV, 1) if takes(HV // h)] or [HV]))
+        fixed = {"T": tokens} if claims.fixed else {"T": tokens, "cu_seqlens": (0, tokens)}
+        return Case(H=H, HV=HV, K=dims_[0], V=dims_[0], BT=BT, dtype=draw(st.sampled_from(narrow)), backend=backend,
+                    subject=subject, **fixed)
     BT = draw(st.sampled_from([bt for bt in chunk_sizes_ if bt >= min(ROW_MIN_BT, chunk_sizes_[0])]))
     HV = draw(st.sampled_from(ROW_HEADS))
     tokens = cdiv(INDEX_LIMIT, HV * BT) + draw(st.integers(0, 3 * BT))
-    K, V = draw(st.sampled_from(INDEX_DIMS)), draw(st.sampled_from(INDEX_DIMS))
-    dtype, use_g = draw(st.sampled_from(tuple(DTYPES))), draw(st.booleans())
+    K, V = draw(st.sampled_from(dims_)), draw(st.sampled_from(dims_))
+    dtype, use_g = draw(st.sampled_from(claims.dtypes)), draw(gate(subject))
     layout: dict[str, Any] = {"T": tokens}
-    shape = draw(st.sampled_from(("one_row", "two_rows", "varlen")))
+    shapes = ("one_row", "two_rows") * claims.fixed + ("varlen",) * claims.varlen
+    shape = draw(st.sampled_from(shapes))
     if shape == "two_rows":
         layout = {"B": 2, "T": cdiv(tokens, 2)}
     elif shape == "varlen":
         cuts = sorted(draw(st.lists(st.integers(1, tokens - 1), min_size=1, max_size=3, unique=True)))
         layout = {"T": tokens, "cu_seqlens": (0, *cuts, tokens)}
-    return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, subject=subject, **layout)
+    return Case(H=HV, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, backend=backend, subject=subject, **layout,
+                **claimed_gate_dtypes(subject, dtype, use_g, {}))
 
 
 # ----------------------------------------------------------------------------- features
@@ -862,24 +870,39 @@ HISTORY_CHANGES = ("BT", "dtype", "gate dtypes", "index_dtype", "use_g", "knobs"
 
 
 def _other(values: tuple[Any, ...], current: Any) -> st.SearchStrategy[Any]:
-    return st.sampled_from([v for v in values if v != current])
+    """Another value than ``current`` among ``values``; ValueError where there is none (a narrow claim)."""
+    others = [v for v in values if v != current]
+    if not others:
+        raise ValueError(f"no other value than {current!r} among {values}")
+    return st.sampled_from(others)
 
 
 @st.composite
 def changed(draw: st.DrawFn, case: Case, what: str) -> Case:
-    """``case`` with ``what`` (one of HISTORY_CHANGES) changed to another value: a memo then sees a key that
-    differs in that part. ValueError where the case cannot take the change (Case's own checks)."""
+    """``case`` with ``what`` (one of HISTORY_CHANGES) changed to another value its subject claims: a memo then
+    sees a key that differs in that part. ValueError where the case cannot take the change (Case's own checks,
+    or a subject claiming one value only: one chunk size, one dtype, no gate)."""
+    own = subjects.get(case.subject)
+    claims = own.claims
     if what == "BT":
         return case.replace(BT=draw(_other(subject_chunk_sizes(case.subject), case.BT)), knobs={})
     if what == "dtype":
-        return case.replace(dtype=draw(_other(tuple(DTYPES), case.dtype)), beta_dtype=None, g_dtype=None)
+        dtype = draw(_other(claims.dtypes, case.dtype))
+        return case.replace(dtype=dtype, **claimed_gate_dtypes(case.subject, dtype, case.use_g, {}))
     if what == "gate dtypes":
-        return case.replace(beta_dtype=draw(st.sampled_from(tuple(DTYPES))),
-                            g_dtype=draw(st.sampled_from(tuple(DTYPES))) if case.use_g else None)
+        if not claims.gate_dtypes:
+            raise ValueError("the subject takes beta and g in k's dtype only")
+        drawn = {"beta_dtype": draw(st.sampled_from(tuple(DTYPES))),
+                 "g_dtype": draw(st.sampled_from(tuple(DTYPES))) if case.use_g else None}
+        return case.replace(**claimed_gate_dtypes(case.subject, case.dtype, case.use_g, drawn))
     if what == "index_dtype":
         return case.replace(index_dtype=draw(_other(tuple(INDEX_DTYPES), case.index_dtype)))
     if what == "use_g":
-        return case.replace(use_g=not case.use_g, g_dtype=None, memory={})
+        if not own.gated:
+            raise ValueError("the subject takes no gate")
+        use_g = not case.use_g
+        return case.replace(use_g=use_g, memory={}, **claimed_gate_dtypes(case.subject, case.dtype, use_g,
+                                                                           {"beta_dtype": case.beta_dtype}))
     if what == "knobs":
         return case.replace(knobs=draw(launch_knobs("cpu", case.BT, grouped=case.HV > case.H, subject=case.subject)))
     if what == "heads":
@@ -887,7 +910,10 @@ def changed(draw: st.DrawFn, case: Case, what: str) -> Case:
         H, HV = draw(heads(HISTORY_SIZES, claims=claims).filter(lambda h: h != (case.H, case.HV)))
         return case.replace(H=H, HV=HV, knobs={})
     if what == "dims":
-        return case.replace(K=draw(_other((16, 24, 32, 48), case.K)), V=draw(_other((16, 17, 32, 40), case.V)))
+        low, high = claims.dims
+        ok = lambda d: low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0)  # noqa: E731
+        return case.replace(K=draw(_other(tuple(d for d in (16, 24, 32, 48) if ok(d)) or (case.K,), case.K)),
+                            V=draw(_other(tuple(d for d in (16, 17, 32, 40) if ok(d)) or (case.V,), case.V)))
     if what == "cu_seqlens values":  # the same entry count, so the call shares the tensor, changed in place
         cu = case.cu_seqlens
         assert cu is not None
@@ -901,8 +927,20 @@ def changed(draw: st.DrawFn, case: Case, what: str) -> Case:
             [c for c in range(cu[2] + 1) if c != cu[1]]
         return case.replace(cu_seqlens=(0, draw(st.sampled_from(cuts)), *cu[2:]))
     if what == "chunk_indices":
+        if own.calling.chunk_indices != "optional":
+            raise ValueError("the subject's chunk indices are not the caller's option")
         return case.replace(chunk_indices=not case.chunk_indices)
     return case.replace(seed=draw(st.integers(0, 2**32 - 1)), dist=draw(st.sampled_from(DISTRIBUTIONS)))
+
+
+def history_changes(subject: str) -> tuple[str, ...]:
+    """HISTORY_CHANGES a subject's claims leave room for (one chunk size: no other BT; no gate: no use_g ...)."""
+    own = subjects.get(subject)
+    cannot = {"BT": len(subject_chunk_sizes(subject)) < 2, "dtype": len(own.claims.dtypes) < 2,
+              "gate dtypes": not own.claims.gate_dtypes, "use_g": not own.gated,
+              "chunk_indices": own.calling.chunk_indices != "optional" or not own.claims.varlen,
+              "cu_seqlens values": not own.claims.varlen}
+    return tuple(what for what in HISTORY_CHANGES if not cannot.get(what))
 
 
 @st.composite
@@ -912,7 +950,8 @@ def history_cases(draw: st.DrawFn, subject: str = subjects.DEFAULT) -> Case:
     chunk indices), then earlier calls each with another kind of thing changed (``changed``); varlen calls of
     one entry count share one cu_seqlens tensor when run (testing/history.py), so a cache sees other chunk
     sizes, dtypes, knobs and in-place changes of one object. Shrinks toward fewer, simpler calls."""
-    first = draw(cases(HISTORY_SIZES, "cpu", varlen=draw(st.sampled_from((True, True, True, False))),
+    first = draw(cases(HISTORY_SIZES, "cpu", varlen=claimed_varlen(subject, draw(st.sampled_from((True, True, True,
+                                                                                                  False)))),
                        subject=subject))
     if first.cu_seqlens is not None:
         lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=3))
@@ -922,7 +961,7 @@ def history_cases(draw: st.DrawFn, subject: str = subjects.DEFAULT) -> Case:
     calls = [first]
     # A sequence's changes are of distinct kinds, each kind as likely as the others (a permutation's prefix
     # would be: Hypothesis draws permutations near their identity order, and the last kinds came almost never).
-    for what in draw(st.lists(st.sampled_from(HISTORY_CHANGES), min_size=2, max_size=4, unique=True)):
+    for what in draw(st.lists(st.sampled_from(history_changes(subject)), min_size=2, max_size=4, unique=True)):
         earlier = draw(st.sampled_from(calls))
         if what in ("cu_seqlens values", "chunk_indices") and earlier.cu_seqlens is None:
             what = "inputs"

@@ -19,6 +19,7 @@ and the child costs ~0.5 ms a case (1000 plan cases: ~0.5 s of a 160 s run).
 from __future__ import annotations
 
 import atexit
+import re
 import time
 from typing import Any
 
@@ -34,11 +35,13 @@ from fuzz.strategies import (
     case_strategy,
     history_cases,
     index_width_cases,
+    example_case,
     known_defect,
     known_everywhere,
     perf_cases,
     plan_cases,
     split_cases,
+    subject_corruptions,
 )
 from wy_ascend import subjects
 from wy_ascend.backends import compiled_kernels
@@ -47,7 +50,7 @@ from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.testing import history
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.phases import take
-from wy_ascend.testing.properties import CORRUPTIONS, peer_case, run_property, specialization_labels, widened
+from wy_ascend.testing.properties import peer_case, run_property, specialization_labels, widened
 from wy_ascend.testing.runner import CaseLost, CaseRunner, Outcome, case_timeout, device_fault
 from wy_ascend.testing.shrink import failing_block
 
@@ -71,10 +74,31 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
+# bad_input failures this process stored, by cause (``_cause``) -> the file: each corruption is an explicit
+# example that fails on its own, and a subject that checks no dtype fails every dtype corruption alike.
+_CAUSES: dict[tuple[str, ...], str] = {}
+
+
+def _cause(prop: str, case: Case, error: BaseException) -> tuple[str, ...] | None:
+    """A bad_input failure's cause: the op and what went wrong, with the corruption's own names and numbers
+    left out (``'k_int_dtype' was accepted`` and ``'v_int_dtype' was accepted`` are one cause); None for the
+    other properties, whose every minimal case is stored."""
+    if prop != "bad_input":
+        return None
+    message = re.sub(r"'[^']*'|\d+", "_", _first_line(error))
+    return case.subject, type(error).__name__, message
+
+
 def _record(prop: str, case: Case, error: BaseException, what: str = "minimal case") -> None:
-    """Write the failing case to regressions/ and note it in the tally (never masks ``error``)."""
+    """Write the failing case to regressions/ and note it in the tally (never masks ``error``); a bad_input
+    failure of a cause this process stored already is noted with that file, not stored again."""
     path: str | None = None
     message = _first_line(error)
+    cause = _cause(prop, case, error)
+    if cause is not None and cause in _CAUSES:
+        _note(error, f"(the cause of {_CAUSES[cause]}, stored once)")
+        TALLY.fail(prop, _CAUSES[cause], f"(same cause as {_CAUSES[cause]}) {message}", case.to_dict())
+        return
     try:
         from wy_ascend.testing.store import store_failure
 
@@ -83,6 +107,8 @@ def _record(prop: str, case: Case, error: BaseException, what: str = "minimal ca
         _note(error, f"(could not record the regression: {type(e).__name__}: {e})")
     else:
         path = str(recorded.path)
+        if cause is not None:
+            _CAUSES[cause] = path
         _note(error, recorded.note(error, what))
         if not recorded.new:  # the live FAILED line says the file is an earlier one, and what it holds
             message = f"(already stored, it recorded {recorded.then.splitlines()[0][:120]}) {message}"
@@ -214,7 +240,7 @@ def _split_launches(test: Any) -> Any:
     else:
         splits = ({"mode": "persistent", "max_tasks": 1}, {"mode": "grid", "max_blocks": 1})
     for knobs in splits:
-        test = example(case=Case(T=40, HV=2, use_g=True, backend=BACKEND, knobs=knobs, subject=SUBJECT))(test)
+        test = example(case=example_case(SUBJECT, BACKEND, T=40, HV=2, use_g=True, knobs=knobs))(test)
     return test
 
 
@@ -276,8 +302,8 @@ def test_plan_coverage(case: Case) -> None:
 
 def _each_corruption(test: Any) -> Any:
     """Every corruption once on a plain case, as explicit examples (run first, whatever the draws)."""
-    for name in reversed(tuple(CORRUPTIONS)):
-        case = Case(T=20, backend=BACKEND, corruption=name, subject=SUBJECT)
+    for name in reversed(subject_corruptions(SUBJECT)):
+        case = example_case(SUBJECT, BACKEND, T=20, corruption=name)
         if known_defect("bad_input", case) is None:
             test = example(case=case)(test)
     return test

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from wy_ascend import subjects
+from wy_ascend import builtin_subjects, subjects
 from wy_ascend.cli import main
 from wy_ascend.testing import store
 from wy_ascend.testing.case import Case
@@ -35,10 +35,14 @@ def _cpu_only(backend: str) -> None:
         pytest.skip("fla-ascend runs here on the cpu backend's interpreter")
 
 
+BUILT_IN = ("wy_ascend", "fla-ascend", "fla")
+
+
 def test_registry_names_the_subjects_and_refuses_others() -> None:
-    assert {"wy_ascend", "fla-ascend", "fla"} <= set(subjects.SUBJECTS)
+    assert set(BUILT_IN) <= set(subjects.available())
     assert subjects.get(None) is subjects.get("wy_ascend") and not subjects.get(None).foreign
-    assert subjects.get(FLA).foreign and subjects.get(FLA).version == "0.6.0"
+    assert subjects.get(FLA).foreign and subjects.get(FLA).installed_version == "0.6.0"
+    assert subjects.get(FLA).loaded == f"builtin {subjects.BUILTIN[FLA]}"  # through the loader, like anyone's
     with pytest.raises(ValueError, match="subject must be one of"):
         subjects.get("flash")
     with pytest.raises(ValueError, match="runs on the backends"):
@@ -61,7 +65,7 @@ def _fla_ascend_module() -> Any:
     """fla-core's Ascend module as the subject imports it, under its shims: imported bare on a CPU it finds
     no Triton driver, and a test importing it so failed alone and passed after any test that had imported it
     (a generated-mutant run, running such a test first, credited it with 22 false kills)."""
-    return subjects._fla_module(subjects.FLA_ASCEND_MODULE, "cpu")
+    return builtin_subjects._fla_module(builtin_subjects.FLA_ASCEND_MODULE, "cpu")
 
 
 def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
@@ -70,7 +74,7 @@ def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
     x = Case(T=16, HV=2, use_g=True, subject=FLA).build_inputs()
     forward, _ = subjects.get(FLA).ops("cpu")
     w, u = forward(x.k, x.v, x.beta, x.A, x.g)
-    with subjects.cpu_shims():
+    with builtin_subjects.cpu_shims():
         w2, u2 = wy_fast.recompute_w_u_fwd_npu(x.k, x.v, x.beta, x.A, g=x.g)
     assert torch.equal(w, w2) and torch.equal(u, u2)
 
@@ -79,10 +83,10 @@ def test_cpu_shims_are_scoped() -> None:
     from triton.runtime import driver
 
     before, had_npu, ub = driver.active, hasattr(torch, "npu"), os.environ.get("ASCEND_UB_CAPACITY_BITS")
-    with subjects.cpu_shims(num_cores=3):
+    with builtin_subjects.cpu_shims(num_cores=3):
         assert driver.active.utils.get_device_properties(0)["num_aicore"] == 3
         assert torch.npu.current_device() == 0  # type: ignore[attr-defined]
-        assert os.environ["ASCEND_UB_CAPACITY_BITS"] == str(subjects.UB_CAPACITY_BITS)
+        assert os.environ["ASCEND_UB_CAPACITY_BITS"] == str(builtin_subjects.UB_CAPACITY_BITS)
     assert driver.active is before and hasattr(torch, "npu") == had_npu
     assert os.environ.get("ASCEND_UB_CAPACITY_BITS") == ub
 
@@ -104,7 +108,8 @@ def test_a_default_subject_keeps_stored_names_and_a_foreign_one_is_recorded(tmp_
     assert case_hash("oracle", foreign) != case_hash("oracle", case)
     path = record_failure("oracle", foreign, PropertyFailure("recorded", {}), tmp_path)
     data = json.loads(path.read_text())
-    assert data["subject"] == {"name": FLA, "version": "0.6.0"} and data["versions"]["fla-core"] == "0.6.0"
+    assert data["subject"] == {"name": FLA, "version": "0.6.0", "loaded": subjects.get(FLA).loaded,
+                               "distribution": "fla-core"}
     assert load(path).case == foreign
     plain = json.loads(record_failure("oracle", case, PropertyFailure("recorded", {}), tmp_path).read_text())
     assert "subject" not in plain and "fla-core" not in plain["versions"]
@@ -263,7 +268,7 @@ def test_flas_gpu_kernels_launch_past_a_gpus_grid_on_a_large_fixed_batch() -> No
     assert w.shape == (1, 3, 4, 16) and bool(torch.isfinite(w).all())
 
 
-@pytest.mark.parametrize("name", sorted(set(subjects.SUBJECTS) - {subjects.DEFAULT}))
+@pytest.mark.parametrize("name", sorted(set(BUILT_IN) - {subjects.DEFAULT}))
 def test_a_foreign_subjects_scaled_ops_say_its_gates_are_token_major(name: str) -> None:
     """The scaling properties lay out their virtual beta and g as the ops say the kernels read them: fla's read
     [B,T,HV] on every backend, whatever this project's kernels read there (head-major on the cpu), so a
@@ -275,7 +280,7 @@ def test_a_foreign_subjects_scaled_ops_say_its_gates_are_token_major(name: str) 
     assert own.gates_head_major and not ops.gates_head_major
 
 
-@pytest.mark.parametrize("name", sorted(set(subjects.SUBJECTS) - {subjects.DEFAULT}))
+@pytest.mark.parametrize("name", sorted(set(BUILT_IN) - {subjects.DEFAULT}))
 def test_known_marks_leave_every_property_of_a_foreign_subject_cases_to_draw(name: str) -> None:
     """The known marks of a subject, together, leave each property cases to draw, unless one mark covers all of
     the property's (``known_everywhere``: its test is skipped naming the file). Marks that each cover a class

@@ -1,9 +1,16 @@
-"""``wy-ascend``: replay and list the regression store.
+"""``wy-ascend``: replay and list the regression store, list the subjects, run the fuzz suite.
 
     wy-ascend replay FILE... [--backend cpu|cuda|npu|npu-cuda] [--subject NAME] [--timeout S] [--log PATH]
                      [--in-process]
     wy-ascend list [DIR]
+    wy-ascend subjects [NAME...]
+    wy-ascend fuzz [--subject NAME] [--profile NAME] [--backend NAME] [--store DIR] [PYTEST ARGS...]
     wy-ascend --version
+
+``subjects`` lists each subject (built in, entry points of group ``wy_ascend.subjects``, and any import path
+named): its version, how it was found, the ops it implements, its target and which properties apply to it
+(a skipped one with its reason). ``fuzz`` runs the fuzz suite (pytest on ``fuzz/``, this checkout's or the
+one installed with wy_ascend) from any directory: findings go to ``--store`` (default ``./regressions``).
 
 ``replay`` prints each file's case, runs its property in a child process (``CaseRunner``, one
 for all the files) and prints its verdict: PASS or FAIL with the metrics, FAIL (exception)
@@ -24,7 +31,8 @@ Replay runs the ``wy_ascend`` Python imports. Run from a checkout whose ``src/wy
 that one (a non-editable install), it says so loudly, naming both, before and after the files:
 the working tree's changes are then not what runs.
 ``--in-process`` runs the cases in this process (for a debugger; a crash then ends it).
-``--subject`` runs each case against that subject (wy_ascend.subjects) instead of the file's. A file
+``--subject`` runs each case against that subject (wy_ascend.subjects: a name or an import path) instead of
+the file's. A file whose subject cannot be loaded here is UNAVAILABLE, with how to install it. A file
 marked known (a subject's own defect, store.py) is KNOWN while it fails as recorded, and FIXED, a
 failure, once it does not: remove the mark.
 """
@@ -42,8 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import BACKEND_ENV, BACKENDS, resolve_backend
-from .errors import BackendUnavailableError, RegressionFileError
-from .subjects import SUBJECTS
+from .errors import BackendUnavailableError, RegressionFileError, SubjectUnavailableError
 from .subjects import get as get_subject
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -142,6 +149,9 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
     except RegressionFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return Verdict(str(path), "-", "MALFORMED", str(e).removeprefix(f"{path}: "))
+    except SubjectUnavailableError as e:
+        print(f"file      {path}\nUNAVAILABLE: {e}")
+        return Verdict(str(path), "-", "UNAVAILABLE", str(e).removeprefix(f"{path}: "))
     backend = backend_arg or os.environ.get(BACKEND_ENV) or stored.backend
     print(f"file      {stored.path}")
     print(f"property  {stored.property}")
@@ -305,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="regressions/<name>-<hash>.json files")
     p.add_argument("--backend", choices=sorted(BACKENDS),
                    help=f"backend to run on (default: ${BACKEND_ENV}, else the file's backend)")
-    p.add_argument("--subject", choices=sorted(SUBJECTS),
-                   help="subject whose ops run the cases (default: each file's own)")
+    p.add_argument("--subject", help="subject whose ops run the cases: a name or an import path package.module:name "
+                   "(default: each file's own)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="seconds a case may run before it is killed and reported TIMEOUT "
                         "(default: $WY_ASCEND_CASE_TIMEOUT, else 600)")
@@ -318,12 +328,73 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list stored cases (file, property, failure, backend, date, case)")
     p.add_argument("dir", nargs="?", help="store directory (default: $WY_ASCEND_REGRESSIONS, else ./regressions)")
     p.set_defaults(func=_list)
+    p = sub.add_parser("subjects", help="list the subjects: version, how found, ops, target, the properties that apply")
+    p.add_argument("names", nargs="*", metavar="NAME", help="names or import paths (default: every one found)")
+    p.set_defaults(func=_subjects)
+    p = sub.add_parser("fuzz", help="run the fuzz suite from any directory (pytest on wy_ascend's fuzz/); other "
+                       "arguments go to pytest", add_help=False)
+    p.set_defaults(func=_fuzz)
     return parser
+
+
+def _subjects(args: argparse.Namespace) -> int:
+    from . import subjects
+    from .testing.properties import PROPERTIES, applies_to
+
+    status = EXIT_PASS
+    for i, name in enumerate(args.names or sorted(subjects.available())):
+        if i:
+            print()
+        try:
+            s = subjects.get(name)
+        except (ValueError, ImportError) as e:
+            print(f"{name}: UNAVAILABLE: {e}")
+            status = EXIT_BAD_INPUT
+            continue
+        target = s.target.device + (f" (rules: {', '.join(sorted(s.target.rules))})" if s.target.rules else "")
+        print(f"{s.name} {s.installed_version or '(not installed)'}: {s.about or '-'}")
+        print(f"  found       {s.loaded}")
+        print(f"  ops         {', '.join(s.ops_implemented)}; backends {', '.join(s.backends)}; target {target}")
+        print(f"  known       {len(s.known)} defects ({', '.join(k.file for k in s.known) or 'none'})")
+        for prop in PROPERTIES:
+            why = applies_to(prop, s)
+            print(f"  {prop:<18}{'runs' if why is None else 'skipped: ' + why}")
+    return status
+
+
+def fuzz_suite() -> Path:
+    """The fuzz suite's directory: this checkout's ``fuzz/`` (wy_ascend installed editable from it), else the
+    ``fuzz`` package installed beside wy_ascend; FileNotFoundError saying how to get it."""
+    import importlib.util
+
+    import wy_ascend
+
+    checkout = Path(wy_ascend.__file__).resolve().parents[2] / "fuzz"
+    spec = importlib.util.find_spec("fuzz")
+    for place in (checkout, Path(spec.origin).parent if spec and spec.origin else None):
+        if place is not None and (place / "test_fuzz.py").is_file() and (place / "strategies.py").is_file():
+            return place
+    raise FileNotFoundError("wy_ascend's fuzz suite is not installed here: install wy_ascend from its repository "
+                            "(pip install 'wy_ascend[cpu,test]'), which ships it as the package 'fuzz'")
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    import subprocess
+
+    suite = fuzz_suite()
+    command = [sys.executable, "-m", "pytest", str(suite / "test_fuzz.py"), "-p", "no:cacheprovider",
+               f"--rootdir={Path.cwd()}", *args.rest]
+    print(" ".join(command), file=sys.stderr)
+    return subprocess.call(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wy-ascend`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "fuzz":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
     return int(args.func(args))
 
 

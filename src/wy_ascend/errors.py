@@ -22,3 +22,8 @@ class RegressionFileError(WyAscendError, ValueError):
     """Raised when a regression file cannot be read back: malformed JSON, a missing or
     mistyped field, or an unknown schema version. The message names the file and the
     field; fix or regenerate the file (never edit a stored case to make it pass)."""
+
+
+class SubjectUnavailableError(WyAscendError, LookupError):
+    """A stored case's subject cannot be loaded here (its package is not installed, or its import path
+    does not import): the message says how the file loaded it and how to install it. Not a malformed file."""

@@ -99,6 +99,10 @@ from .errors import BackendUnavailableError
 from .planning import ASCEND_MAX_BLOCKS, CUDA_MAX_GRID
 
 EMULATION_ENV = "WY_ASCEND_EMULATION"
+# The Ascend rules above a subject's target may pick (wy_ascend.subjects.Target): the clobber of a dot's left
+# operand, a dot's operands in one storage, Ascend's blocks-per-launch limit (else a GPU's axes), the folded
+# program id. The rules of every device (addresses, races, wrap) hold whatever the emulation.
+RULES = frozenset({"clobber", "shared_operands", "grid", "folded_program_id"})
 INTERPRETER_DIST = "triton-ascend"
 
 
@@ -120,7 +124,7 @@ GPU_MAX_GRID = (*CUDA_MAX_GRID, CUDA_MAX_GRID[1])  # x, y, z: z holds what y doe
 def check_grid(grid: tuple[int, int, int], kernel: str) -> None:
     """Refuse a launch of ``kernel`` whose ``grid`` is past its device's limit (module doc): Ascend's blocks
     with the emulation, a GPU's axes without it."""
-    if _STATE.active:
+    if _rule("grid"):
         blocks = grid[0] * grid[1] * grid[2]
         if blocks > ASCEND_MAX_BLOCKS:
             raise AscendSemanticsError(
@@ -143,6 +147,7 @@ class _State:
     access's element size, ``itemsize``)."""
 
     active = False
+    rules: frozenset[str] = RULES  # the Ascend rules applied while active
     kernel = "?"  # the kernel of the launch being set up
     ranges: list[tuple[int, int]] = []
     stored: dict[int, list[Any]] = {}
@@ -154,15 +159,22 @@ class _State:
 _STATE = _State()
 
 
+def _rule(name: str) -> bool:
+    return _STATE.active and name in _STATE.rules
+
+
 @contextlib.contextmanager
-def ascend_semantics(enabled: bool) -> Iterator[None]:
-    """Run the interpreter launches inside the block with (or without) the Ascend emulation."""
-    previous = _STATE.active
-    _STATE.active = enabled
+def ascend_semantics(enabled: bool, rules: frozenset[str] = RULES) -> Iterator[None]:
+    """Run the interpreter launches inside the block with (or without) the Ascend emulation, applying
+    ``rules`` (a subset of ``RULES``: a subject's target may call for some only)."""
+    if not rules <= RULES:
+        raise ValueError(f"rules must be a subset of {sorted(RULES)}, got {sorted(rules)}")
+    previous = _STATE.active, _STATE.rules
+    _STATE.active, _STATE.rules = enabled, frozenset(rules)
     try:
         yield
     finally:
-        _STATE.active = previous
+        _STATE.active, _STATE.rules = previous
 
 
 def prepare() -> None:
@@ -442,7 +454,7 @@ def _install_emulation_once() -> None:
 
     def dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
         if np.may_share_memory(a.data, b.data):
-            if _STATE.active:
+            if _rule("shared_operands"):
                 raise AscendSemanticsError(
                     "tl.dot with both operands in one tile's storage (a tile and its transposition, or two views of "
                     "one tile): Ascend's dot may clobber its left operand before it reads the right one; pass a copy "
@@ -452,7 +464,7 @@ def _install_emulation_once() -> None:
         # those round differently: the copies keep a dot's bits independent of how its operands were
         # made (a tile, its transposition, a reload), as variants that differ only there must agree.
         out = create_dot(self, _dot_operand(a), _dot_operand(b), *args)
-        if _STATE.active:
+        if _rule("clobber"):
             _poison(a)
         return out
 
@@ -521,7 +533,7 @@ def _install_emulation_once() -> None:
 
     def folded_program_id(axis: int, builder: Any) -> Any:
         pid = program_id(axis, builder)
-        return FoldedProgramId(0) if _STATE.active and builder.grid_dim[axis] == 1 else pid
+        return FoldedProgramId(0) if _rule("folded_program_id") and builder.grid_dim[axis] == 1 else pid
 
     def kept_constexpr(x: Any, builder: Any, check_type: bool = True) -> Any:
         # The interpreter turns every assigned value into a tensor (to_tensor(..., False)); the frontend

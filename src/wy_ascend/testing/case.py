@@ -28,7 +28,7 @@ from ..layout import prepare_chunk_indices
 from ..planning import plan
 from ..reference import build_A
 from ..specialization import Specialization, of_launch
-from ..subjects import SUBJECTS
+from .. import subjects
 from . import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -191,8 +191,9 @@ class Case:
         absent = {"g": not self.use_g, "cu_seqlens": self.cu_seqlens is None, "chunk_indices": not self.chunk_indices}
         if any(absent.get(name) for name in self.memory):
             raise ValueError(f"memory lays out an argument the case does not pass: {sorted(self.memory)}")
-        if self.subject not in SUBJECTS:
-            raise ValueError(f"subject must be one of {sorted(SUBJECTS)}, got {self.subject!r}")
+        if self.subject is None:
+            raise ValueError(f"subject must be one of {sorted(subjects.available())}, got None")
+        subjects.get(self.subject)  # ValueError naming the subjects there are
         if self.device is not None and self.device not in DEVICES:
             raise ValueError(f"device must be one of {sorted(DEVICES)} or None, got {self.device!r}")
         object.__setattr__(self, "before", tuple(self.before))
@@ -397,7 +398,7 @@ class Case:
         # A's columns past a partial chunk's end meet no token: NaN there, so an op that reads them shows
         # (zero for a subject that claims to need them so: subjects.Claims.zero_dead_A).
         dead = torch.arange(self.BT, device=work)[None, :] >= length[:, None]
-        fill = 0.0 if SUBJECTS[self.subject].claims.zero_dead_A else float("nan")
+        fill = 0.0 if subjects.get(self.subject).claims.zero_dead_A else float("nan")
         A.view(B * T, HV, self.BT).masked_fill_(dead[:, None, :].to(A.device), fill)
         k, v, A, dw, du = (x.to(dtype=dt, device=dev) for x in (k, v, A, dw, du))
         return Inputs(k, v, beta.to(dtype=beta_dt, device=dev), A, g.to(dtype=g_dt, device=dev) if g is not None else None,

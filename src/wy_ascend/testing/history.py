@@ -49,8 +49,9 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
   (``backends.check_fp32_dot``).
 * ``backends._CONTEXT_CONFIG`` (``launch_config`` blocks, undone on exit) and ``ops._OBSERVERS``
   (``observed`` blocks; the ops never read what observers see).
-* ``subjects._fla_module`` (fla-core's module per name and backend: the installed fla-core) and
-  ``subjects._STUB`` (the stub driver fla sees on the cpu, its core count set by every ``cpu_shims``
+* ``subjects._RESOLVED`` and ``subjects.SUBJECTS`` (a subject's declaration and imported functions: the
+  installed package), ``builtin_subjects._fla_module`` (fla-core's module per name and backend) and
+  ``builtin_subjects._STUB`` (the stub driver fla sees on the cpu, its core count set by every ``cpu_shims``
   block before use).
 * held by the objects above: ``_Call.compiled`` (the cuda backend's direct launches, one per launch of
   the plan, keyed as its _Call), the autotuner's chosen config per its key (timings; PERSISTENT left out

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .. import reference, subjects
+from ..subjects import zeros_converted
 from ..backends import BACKENDS, _given, kernel_for
 from ..ops import observed
 from ..planning import UnsupportedProblemError
@@ -42,6 +43,7 @@ from .phases import phase
 # chunk's or head's rows, an O(1) error; the oracle property holds each output to its precise bound.
 DEVICE_CHUNK_RTOL = 0.05
 INDEX_LIMIT = 2**31  # element offsets at or past it need more than int32
+VIRTUAL_BYTES = 2**28  # allocations (and a foreign subject's argument conversions) this large stay virtual
 # Programs of a core-grid launch under the audit: the last iterations of each cover the last tasks (a
 # task of BT = 128 takes ~0.3 s in the interpreter, fla-ascend's 24 cores a case ~20 s).
 AUDIT_CORES = 4
@@ -52,7 +54,7 @@ class Ops(NamedTuple):
     ``backward(k, v, beta, A, dw, du, g, cu_seqlens) -> (dk, dv, dbeta, dg)``, and the device they run on."""
 
     forward: Callable[..., tuple[torch.Tensor, ...]]
-    backward: Callable[..., tuple[torch.Tensor | None, ...]]
+    backward: Callable[..., tuple[torch.Tensor | None, ...]] | None  # None: a forward-only subject
     device: torch.device
     gates_head_major: bool = False  # the kernels read beta and g as [B,HV,T] (the host copies them so otherwise)
 
@@ -65,8 +67,9 @@ def subject_ops(case: Case, **knobs: Any) -> Ops:
     forward, backward = subject.ops(name)
     config = case.config(**knobs)
     if subject.foreign:
-        return Ops(lambda *a: forward(*a, config=config), lambda *a: backward(*a, config=config),
-                   torch.device(BACKENDS[name].device_type))
+        return Ops(lambda *a: forward(*a, config=config),
+                   (lambda *a: backward(*a, config=config)) if backward is not None else None,
+                   torch.device(BACKENDS[name].device_type), subject.calling.gate_layout == "head")
 
     def direct() -> Any:
         """An observer recording the launches that bypass Triton's run: cuda's (ops.py) once compiled."""
@@ -87,6 +90,7 @@ def subject_ops(case: Case, **knobs: Any) -> Ops:
 
     backend = BACKENDS[name]
     kernel_for(backend, "fwd")  # the Triton mode loaded before recorded_launches imports triton
+    assert backward is not None
     return Ops(own(forward), own(backward), torch.device(backend.device_type),
                _given(config.gate_head_major, backend.gate_head_major))
 
@@ -98,8 +102,10 @@ def check_compiles(case: Case, ops: Ops | None = None) -> Metrics:
     ops = ops or subject_ops(case)
     with phase("inputs"):
         x = case.build_inputs(ops.device)
-    calls = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens),
-             "bwd": lambda: ops.backward(x.k, x.v, x.beta, x.A, x.dw, x.du, x.g, x.cu_seqlens)}
+    backward = ops.backward
+    calls = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)}
+    if backward is not None:
+        calls["bwd"] = lambda: backward(x.k, x.v, x.beta, x.A, x.dw, x.du, x.g, x.cu_seqlens)
     metrics: Metrics = {}
     failures = []
     split = False
@@ -157,12 +163,15 @@ def check_index_width(case: Case, ops: Ops | None = None) -> Metrics:
     with phase("inputs"):
         x = _virtual_inputs(case, ops.gates_head_major)
     calls: dict[str, Callable[[], object]] = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)}
-    if audits_backward(case):
-        calls["bwd"] = lambda: ops.backward(x.k, x.v, x.beta, x.A, x.dw, x.du, x.g, x.cu_seqlens)
+    backward = ops.backward
+    if audits_backward(case) and backward is not None:
+        calls["bwd"] = lambda: backward(x.k, x.v, x.beta, x.A, x.dw, x.du, x.g, x.cu_seqlens)
     metrics: Metrics = {"largest_tensor": max(t.numel() for t in x if t is not None)}
     for op, call in calls.items():
         wrapped = None
-        with phase("kernel"), virtual_allocations(), index_audit() as audit:
+        # the adapter's conversions of a foreign subject's arguments (gate units, dtypes) stay virtual too
+        with phase("kernel"), virtual_allocations(VIRTUAL_BYTES), zeros_converted(virtual_empty, VIRTUAL_BYTES), \
+                index_audit() as audit:
             try:
                 call()
             except (ValueError, UnsupportedProblemError) as e:
@@ -202,7 +211,8 @@ def real_size_check(case: Case, ops: Ops) -> Metrics:
             if case.cu_seqlens is not None else None
     k, v, beta, A, g, dw, du = big
     with phase("kernel"):
-        outputs = (*ops.forward(k, v, beta, A, g, cu), *ops.backward(k, v, beta, A, dw, du, g, cu))
+        outputs = (*ops.forward(k, v, beta, A, g, cu),
+                   *(ops.backward(k, v, beta, A, dw, du, g, cu) if ops.backward is not None else ()))
     with phase("oracle"):
         k64, v64, beta64, A64, dw64, du64 = (x.double() for x in (small.k, small.v, small.beta, small.A, small.dw,
                                                                   small.du))

@@ -14,8 +14,11 @@ Hypothesis's own example database is a cache; this store is the record.
 
 Foreign subjects (wy_ascend.subjects). A case of a subject other than wy_ascend holds
 ``case.subject`` (its name; absent at the default, so wy_ascend's files keep their names) and the
-file a top-level ``"subject": {"name": <the case's subject>, "version": <its version or null>}``;
-``versions`` then also names the subject's distribution (``"fla-core": "0.6.0"``). A defect that
+file a top-level ``"subject": {"name": <the case's subject>, "version": <its version or null>, "loaded":
+<how it was found: "entry point ...", "import path pkg.module:name" or "builtin ...">, "distribution": <its
+package or null>}`` (files of fla-core 0.6.0 also hold ``versions["fla-core"]``). ``load`` resolves the
+subject by name, else the way the file loaded it, else raises ``SubjectUnavailableError`` saying how to
+install it (a replay reports UNAVAILABLE). A defect that
 is the subject's own (upstream's, not this project's to fix) is marked known by a top-level
 ``"known": {"reason": <why, a non-empty string>}``, added by hand after the suite stored the file
 (neither field is in the name's hash). ``replay`` of a known file passes while the defect reproduces
@@ -44,7 +47,7 @@ import torch
 
 from .. import subjects
 from ..backends import BACKEND_ENV, BACKENDS, DEVICES, LaunchConfig
-from ..errors import RegressionFileError
+from ..errors import RegressionFileError, SubjectUnavailableError
 from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
 from . import history
@@ -114,11 +117,10 @@ def _version(dist: str, module: str) -> str | None:
 
 
 def versions(subject: str = subjects.DEFAULT) -> dict[str, str | None]:
-    """Versions of everything that decides whether a case fails (a foreign subject's distribution too)."""
+    """Versions of everything that decides whether a case fails (a foreign subject's own: ``subject_record``)."""
     import torch
 
     return {
-        **({subjects.FLA_DIST: subjects.get(subject).version} if subjects.get(subject).foreign else {}),
         "wy_ascend": _version("wy_ascend", "wy_ascend"),
         "torch": torch.__version__,
         "triton": _version("triton-ascend", "triton") or _version("triton", "triton"),
@@ -147,11 +149,13 @@ def failure_record(error: BaseException) -> dict[str, Any]:
 
 
 def subject_record(case: Case) -> dict[str, Any]:
-    """The top-level fields naming a foreign case's subject and version (none for wy_ascend's cases)."""
+    """The top-level fields naming a foreign case's subject, its version and how it was loaded (none for
+    wy_ascend's cases)."""
     subject = subjects.get(case.subject)
     if not subject.foreign:
         return {}
-    return {"subject": {"name": subject.name, "version": subject.version}}
+    return {"subject": {"name": subject.name, "version": subject.installed_version, "loaded": subject.loaded,
+                        "distribution": subject.distribution}}
 
 
 @dataclass(frozen=True)
@@ -402,7 +406,7 @@ _CASE_CHECKS: dict[str, Check] = {
     "corrupt_at": _int(0), "chunk_indices": _bool, "memory": _object, "device": _nullable(_one_of(DEVICES, "a device")),
     "beta_dtype": _nullable(_one_of(DTYPES, "a dtype")), "g_dtype": _nullable(_one_of(DTYPES, "a dtype")),
     "index_dtype": _one_of(INDEX_DTYPES, "an index dtype"), "offset": _int(0),
-    "subject": _one_of(subjects.SUBJECTS, "a subject"),
+    "subject": _non_empty,  # a subject's name, resolved by _subject_of
     "before": _calls,  # each call checked as a case itself (_check_case)
 }
 CASE_FIELDS: dict[str, Field] = {
@@ -425,7 +429,7 @@ FAILURE_FIELDS: dict[str, Field] = {
 }
 VERSIONS_FIELDS: dict[str, Field] = {
     **{name: Field(_nullable(_string)) for name in ("wy_ascend", "torch", "triton", "python", "hypothesis")},
-    subjects.FLA_DIST: Field(_nullable(_string), required=False),  # a foreign subject's distribution
+    "fla-core": Field(_nullable(_string), required=False),  # fla-core's files of before subject records held it
 }
 FILE_FIELDS: dict[str, Field] = {
     "schema_version": Field(_version_1),
@@ -436,8 +440,9 @@ FILE_FIELDS: dict[str, Field] = {
     "versions": Field(_object, fields=VERSIONS_FIELDS),
     "date": Field(_date),
     # a foreign subject's name and version (module doc): present exactly when case.subject is foreign
-    "subject": Field(_object, required=False, fields={"name": Field(_one_of(subjects.SUBJECTS, "a subject")),
-                                                       "version": Field(_nullable(_string))}),
+    "subject": Field(_object, required=False, fields={"name": Field(_non_empty), "version": Field(_nullable(_string)),
+                                                       "loaded": Field(_string, required=False),
+                                                       "distribution": Field(_nullable(_string), required=False)}),
     # the mark of a subject's own defect (module doc)
     "known": Field(_object, required=False, fields={"reason": Field(_non_empty)}),
 }
@@ -507,6 +512,7 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
     normalizes, e.g. T against cu_seqlens, or a later field written at its default), where it breaks
     Case's own rules or the ops' contract, or where its subject disagrees with the file's."""
     stored = data["case"]
+    _subject_of(path, data)
     for i, call in enumerate(stored.get("before", [])):  # each earlier call of a history case, as a case
         _check_object(path, call, CALL_FIELDS, f"case.before[{i}].")
         _normal_case(path, call, f"case.before[{i}]")
@@ -520,6 +526,32 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
         raise _bad(path, "backend", f"is {data['backend']!r}, but field 'case.backend' is {case.backend!r} "
                    "(the backend a case asks for is the one it was found on)")
     return case
+
+
+def _subject_of(path: Path, data: dict[str, Any]) -> None:
+    """Load the file's subject: by its name, else the way the file says it was loaded (an import path);
+    SubjectUnavailableError saying how to get it where neither works."""
+    name = data["case"].get("subject", subjects.DEFAULT)
+    record = data.get("subject") if isinstance(data.get("subject"), dict) else {}
+    how = str(record.get("loaded") or "")
+    try:
+        subjects.get(name)
+        return
+    except (ValueError, ImportError) as e:
+        error: Exception = e
+    if how.startswith("import path "):
+        try:
+            subjects.load(how.removeprefix("import path "))
+            if name in subjects.SUBJECTS:
+                return
+        except (ValueError, ImportError) as e:
+            error = e
+    dist, version = record.get("distribution"), record.get("version")
+    install = f"pip install '{dist}=={version}'" if dist and version else f"pip install {dist}" if dist else \
+        "install the package that declares it"
+    where = how or "no record of how it was loaded"
+    raise SubjectUnavailableError(f"{path}: subject {name!r} is not available here ({where}): {error}; {install} (it "
+                                  f"declares the entry point in group {subjects.ENTRY_POINT_GROUP})")
 
 
 def load(path: Path | str) -> StoredCase:
@@ -647,8 +679,8 @@ def replay(stored: StoredCase, backend: str | None = None, runner: CaseRunner | 
         return {**metrics, "known_elsewhere": {"reason": stored.known["reason"], "found_on": stored.backend}}
     raise KnownDefectFixed(
         f"{stored.path} is marked known ({stored.known['reason']}) but no longer fails on subject {case.subject} "
-        f"{subjects.get(case.subject).version}: the defect is gone; remove the file's 'known' mark (and the file "
-        f"once the fix is released) and its entry in fuzz/strategies.py KNOWN. Metrics now: "
+        f"{subjects.get(case.subject).installed_version}: the defect is gone; remove the file's 'known' mark (and "
+        f"the file once the fix is released) and its Known entry in the subject's declaration. Metrics now: "
         f"{json.dumps(json_safe(metrics))[:300]}")
 
 

@@ -52,6 +52,7 @@ from ...planning import UnsupportedProblemError
 from ..case import Case
 from ..failure import Metrics, PropertyFailure
 from ..history import check_history_case
+from ...subjects import Subject
 from ..scaling import check_compiles, check_index_width
 from .bad_input import ARGUMENTS, BACKWARD_ONLY, CORRUPTIONS, Corruption, check_bad_input
 from .bounds import (
@@ -104,7 +105,7 @@ __all__ = [
     "ARGUMENTS", "BACKWARD_ONLY", "BLOCK_SLACK", "BWD_NAMES", "CORRUPTIONS", "DEVICE_OF", "FP32_RTOL", "FWD_NAMES",
     "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "OPS_TWICE", "PARTITION_KNOBS", "PROPERTIES",
     "UNIT_ROUNDOFF", "WY_ASCEND_ONLY", "Blocks", "Corruption", "Metrics", "Precisions", "PropertyFailure", "Seen",
-    "applies", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
+    "applies", "applies_to", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
     "check_differential", "check_history_case",
     "check_grouped_heads", "check_index_width", "check_launch_invariance", "check_linearity", "check_memory_layout",
     "check_oracle", "check_perf", "check_plan_coverage", "check_varlen_split", "check_widened_gates",
@@ -165,6 +166,26 @@ WY_ASCEND_ONLY = {
 def applies(name: str, case: Case) -> str | None:
     """Why property ``name`` does not apply to ``case``'s subject, or None where it does."""
     return WY_ASCEND_ONLY.get(name) if subject_of(case).foreign else None
+
+
+def applies_to(name: str, subject: Subject) -> str | None:
+    """Why the fuzz suite runs no case of property ``name`` for ``subject`` (its internals are wy_ascend's:
+    ``applies``; or its declaration leaves the property nothing to draw), or None where it does. A stored case
+    of such a property still replays (bad_input holds a subject that claims no validation to less)."""
+    claims, foreign = subject.claims, subject.foreign
+    reasons = {
+        "bad_input": not claims.validates and "it claims no validation of its arguments (Claims.validates)",
+        "launch_invariance": foreign and not any(claims.takes(k) for k in PARTITION_KNOBS)
+        and "it takes no launch knob that re-partitions its work",
+        "compiles": foreign and not claims.takes("max_blocks")
+        and "it has no grid limit of its own to lower, so no call of the suite's sizes splits its launch",
+        "varlen_split": not claims.varlen and "it claims no packed batches (Claims.varlen)",
+        "grouped_heads": claims.head_ratios is not None and max(claims.head_ratios) == 1
+        and "it claims no grouped heads (Claims.head_ratios)",
+        "widened_gates": not claims.gate_dtypes and set(claims.dtypes) == {"float32"}
+        and "its beta and g are never below float32 (Claims.dtypes, gate_dtypes)",
+    }
+    return WY_ASCEND_ONLY.get(name) if foreign and name in WY_ASCEND_ONLY else reasons.get(name) or None
 
 
 def run_property(name: str, case: Case) -> Metrics:

@@ -161,6 +161,11 @@ def check_bad_input(case: Case) -> Metrics:
     }
     if case.corruption in BACKWARD_ONLY:
         del calls["recompute_w_u_fwd"]
+    if backward is None:  # a forward-only subject
+        del calls["prepare_wy_repr_bwd"]
+    if not calls:
+        raise ValueError(f"bad_input: corruption {case.corruption!r} is of an argument subject {case.subject!r} "
+                         "does not take")
     if not subject_of(case).claims.validates:
         exc_type, fragment = Exception, ""
     metrics: Metrics = {}

@@ -101,7 +101,8 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     layouts, with chunk_indices if it passes them: ``Case.arguments``); outputs by name. Every
     property that runs the ops checks through here that they leave their arguments alone
     (``_untouched``), return outputs in memory of their own (``_own_memory``), each in its dtype and, for
-    this project's ops, launch what the case and knobs ask for (``_launched_as_asked``)."""
+    this project's ops, launch what the case and knobs ask for (``_launched_as_asked``). A forward-only
+    subject's outputs are w and u alone (no key for the backward's)."""
     asked = case.replace(knobs={k: v for k, v in {**case.knobs, **knob_overrides}.items() if v is not None})
     backend, config = backend_name(case), asked.config()
     with phase("inputs"):
@@ -113,13 +114,15 @@ def run_ops(case: Case, inputs: Inputs, **knob_overrides: Any) -> dict[str, torc
     with phase("kernel"), observed(lambda *launch: seen["fwd"].append(launch)):
         w, u = forward(**args, config=config)
     _untouched("recompute_w_u_fwd", before)
-    with phase("kernel"), observed(lambda *launch: seen["bwd"].append(launch)):
-        dk, dv, dbeta, dg = backward(**args, dw=dw, du=du, config=config)
-    _untouched("prepare_wy_repr_bwd", before)
+    outputs: dict[str, torch.Tensor | None] = dict(w=w, u=u)
+    if backward is not None:
+        with phase("kernel"), observed(lambda *launch: seen["bwd"].append(launch)):
+            dk, dv, dbeta, dg = backward(**args, dw=dw, du=du, config=config)
+        _untouched("prepare_wy_repr_bwd", before)
+        outputs.update(dk=dk, dv=dv, dbeta=dbeta, dg=dg)
     if not subject_of(case).foreign:  # what reaches a launch is this project's (a foreign one's is its own)
         for kernel, launches in seen.items():
             _launched_as_asked(asked, kernel, launches)
-    outputs = dict(w=w, u=u, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
     _own_memory(outputs, before)
     wrong = {name: f"{x.dtype} (expected {case.dtype_of(name)})" for name, x in outputs.items()
              if x is not None and x.dtype != case.dtype_of(name)}

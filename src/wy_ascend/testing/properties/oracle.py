@@ -115,7 +115,8 @@ def compare_to_oracle(got: dict[str, torch.Tensor | None], inputs: Inputs, dtype
     whole or, given ``blocks``, on any one block (``_worst_block``): an error confined to one
     chunk and head of a large case dilutes in the whole output's rel_rms, not in its block's.
     Everything stays on the oracle's device up to one read of all the norms."""
-    ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None}
+    # the outputs of the ops the subject implements (w and u alone for a forward-only one: run_ops)
+    ref = {name: r for name, r in oracle_outputs(inputs).items() if r is not None and name in got}
     outs = {name: got[name] for name in ref}
     precs = precisions(dtype, {name: str(out.dtype).removeprefix("torch.") for name, out in outs.items()
                                if out is not None})
