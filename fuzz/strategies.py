@@ -488,7 +488,9 @@ def subject_corruptions(subject: str) -> tuple[str, ...]:
     ops = own.ops_implemented
 
     def takes(name: str) -> bool:
-        argument = next(a for a in sorted(ARGUMENTS, key=len, reverse=True) if name.startswith(a + "_"))
+        # the corrupted argument (the cu_* corruptions are of cu_seqlens'; a shape mismatch, of every call's)
+        argument = "cu_seqlens" if name.startswith("cu_") else next(
+            (a for a in sorted(ARGUMENTS, key=len, reverse=True) if name.startswith(a + "_")), "k")
         if name in BACKWARD_ONLY and "bwd" not in ops:
             return False
         if argument == "g" and not own.gated or argument == "chunk_indices" and own.calling.chunk_indices != "optional":

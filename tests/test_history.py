@@ -19,7 +19,8 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzz.strategies import HISTORY_CHANGES, changes_in_place, history_cases, known_defect
+from fuzz.strategies import HISTORY_CHANGES, history_cases, known_defect
+from wy_ascend.subjects import changes_in_place
 from wy_ascend import backends, ops, planning, subjects, validation
 from wy_ascend.backends import LaunchConfig
 from wy_ascend.layout import prepare_chunk_indices
@@ -58,7 +59,7 @@ FOREIGN = [name for name, subject in subjects.SUBJECTS.items() if subject.foreig
 
 def _needs(subject: str) -> None:
     """The test skipped, saying why, where a foreign subject is not installed."""
-    if subjects.get(subject).version is None:
+    if subjects.get(subject).installed_version is None:
         pytest.skip(f"subject {subject} needs fla-core: pip install '.[upstream]'")
 
 

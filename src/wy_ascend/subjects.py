@@ -482,24 +482,24 @@ def _context(subject: Subject, backend: str, config: LaunchConfig | None) -> Ite
         yield
 
 
-_RESOLVED: dict[tuple[str, str, str], Callable[..., Any]] = {}  # (subject, op, backend) -> its imported function
+_RESOLVED: dict[tuple[str, str], Callable[..., Any]] = {}  # (import path, backend) -> the function imported
 
 
 def _resolved(subject: Subject, op: str, backend: str) -> Callable[..., Any]:
-    """The subject's function of ``op``, imported for ``backend`` on first use (inside its context)."""
-    key = (subject.name, op, backend)
-    if key in _RESOLVED:
-        return _RESOLVED[key]
+    """The subject's function of ``op``; an import path imported for ``backend`` on first use (inside its context)."""
     fn = subject.forward if op == "fwd" else subject.backward
+    if isinstance(fn, str) and (fn, backend) in _RESOLVED:
+        return _RESOLVED[fn, backend]
     if isinstance(fn, str):
+        path = fn
         with subject.context(backend, None):
             try:
                 fn = _import(fn)
             except (ImportError, AttributeError) as e:
                 raise ImportError(f"subject {subject.name!r}: cannot import its {op} {fn!r} ({e})"
                                   + (f"; install {subject.distribution}" if subject.distribution else "")) from e
+        _RESOLVED[path, backend] = fn
     assert callable(fn)
-    _RESOLVED[key] = fn
     return fn
 
 
@@ -543,22 +543,25 @@ def _adapter(subject: Subject, backend: str, op: str) -> Callable[..., Any]:
              config: LaunchConfig | None = None, **kw: Any) -> Any:
         names = ("dw", "du", "g", "cu_seqlens", "chunk_indices") if op == "bwd" else ("g", "cu_seqlens", "chunk_indices")
         args: dict[str, Any] = {"k": k, "v": v, "beta": beta, "A": A, **dict(zip(names, rest)), **kw}
-        g, cu, BT = args.get("g"), args.get("cu_seqlens"), A.shape[-1]
-        if g is not None:
+        # Only tensors are converted: a malformed argument reaches the subject as given (bad_input).
+        tensor = lambda x: isinstance(x, torch.Tensor)  # noqa: E731
+        g, cu = args.get("g"), args.get("cu_seqlens")
+        BT = A.shape[-1] if tensor(A) and A.dim() else None
+        if tensor(g):
             if calling.gate_units == "none":
                 raise ValueError(f"subject {subject.name!r} takes no gate (gate_units 'none'), got g")
             dtype = getattr(torch, calling.g_dtype) if calling.g_dtype is not None else g.dtype
             if calling.gate_units == "ln" or dtype != g.dtype:
                 g = _convert(g, dtype, _LN2 if calling.gate_units == "ln" else None)
         if calling.gate_layout == "head":
-            args["beta"] = args["beta"].transpose(1, 2)
-            g = g.transpose(1, 2) if g is not None else None
+            args["beta"] = args["beta"].transpose(1, 2) if tensor(beta) and beta.dim() == 3 else beta
+            g = g.transpose(1, 2) if tensor(g) and g.dim() == 3 else g
         args["g"] = g
-        if calling.A_dtype != "k" and A.dtype != getattr(torch, calling.A_dtype):
+        if calling.A_dtype != "k" and tensor(A) and A.dtype != getattr(torch, calling.A_dtype):
             args["A"] = _convert(A, getattr(torch, calling.A_dtype))
         if calling.chunk_indices == "inside":
             args["chunk_indices"] = None
-        elif calling.chunk_indices == "prebuilt" and cu is not None:
+        elif calling.chunk_indices == "prebuilt" and tensor(cu) and BT is not None:
             assert calling.prepare_chunk_indices is not None
             args["chunk_indices"] = calling.prepare_chunk_indices(cu, BT)
         positional = [args.get(n) for n in target]
