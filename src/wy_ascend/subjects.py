@@ -45,7 +45,7 @@ from .interpreter import RULES as ASCEND_RULES
 
 SCHEMA = 1  # the version of this declaration API
 ENTRY_POINT_GROUP = "wy_ascend.subjects"
-PATHS_ENV = "WY_ASCEND_SUBJECT_PATHS"  # import paths loaded in this process tree, os.pathsep-separated
+PATHS_ENV = "WY_ASCEND_SUBJECT_PATHS"  # import paths loaded in this process tree, comma-separated
 DEFAULT = "wy_ascend"
 # The built-in subjects, resolved by the same loader as anyone's (also registered as entry points).
 BUILTIN = {
@@ -152,7 +152,8 @@ class Calling:
     or [B,HV,T] ("head"; dbeta and dg come back so). ``g_dtype``: the dtype g is always passed in (None:
     as drawn). ``A_dtype``: "k" (k's dtype) or a dtype name. ``chunk_indices``: "optional" (passed where a
     case passes them, in wy_ascend's format), "inside" (never passed), "prebuilt" (always passed with a
-    packed batch, made by ``prepare_chunk_indices(cu_seqlens, BT)`` in the subject's own format).
+    packed batch, made by ``prepare_chunk_indices(cu_seqlens, BT)`` in the subject's own format: a callable or
+    an import path).
     ``chunk_size``: the keyword the subject takes BT by (None: it reads it from A). ``backend`` and
     ``config``: the keywords the subject takes the backend's name and the launch knobs (a ``LaunchConfig``)
     by, where it takes them."""
@@ -166,7 +167,7 @@ class Calling:
     g_dtype: str | None = None
     A_dtype: str = "k"
     chunk_indices: str = "optional"
-    prepare_chunk_indices: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+    prepare_chunk_indices: Callable[[torch.Tensor, int], torch.Tensor] | str | None = None
     chunk_size: str | None = None
     backend: str | None = None
     config: str | None = None
@@ -190,9 +191,11 @@ class Calling:
                 raise _bad("Calling", name, f"one of {list(choices)}", getattr(self, name))
         if self.g_dtype is not None and self.g_dtype not in DTYPE_NAMES:
             raise _bad("Calling", "g_dtype", f"None or one of {list(DTYPE_NAMES)}", self.g_dtype)
-        if (self.chunk_indices == "prebuilt") != callable(self.prepare_chunk_indices):
-            raise _bad("Calling", "prepare_chunk_indices", "a callable (cu_seqlens, BT) -> tensor exactly when "
-                       "chunk_indices is 'prebuilt'", self.prepare_chunk_indices)
+        given = callable(self.prepare_chunk_indices) or (isinstance(self.prepare_chunk_indices, str)
+                                                          and _is_import_path(self.prepare_chunk_indices))
+        if (self.chunk_indices == "prebuilt") != given:
+            raise _bad("Calling", "prepare_chunk_indices", "a callable (cu_seqlens, BT) -> tensor, or its import path, "
+                       "exactly when chunk_indices is 'prebuilt'", self.prepare_chunk_indices)
         for name in ("chunk_size", "backend", "config"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and value.isidentifier()):
@@ -216,18 +219,21 @@ class Target:
     """The semantics the cpu backend's interpreter holds the subject's kernels to: ``device`` "ascend"
     (the Ascend emulation's ``rules``, of interpreter.py: ``ASCEND_RULES``, or those a triton-ascend
     version calls for, ``for_triton_ascend``) or "gpu" (none of them: a GPU's dots do not clobber). The
-    rules of every device (out-of-bounds addresses, races, int32 wrap, a GPU's grid axes) hold for all."""
+    rules of every device (out-of-bounds addresses, races, int32 wrap, a GPU's grid axes) hold for both.
+    "host": the subject launches no Triton kernel (torch on the host): no interpreter rule applies, and
+    neither do the properties that audit kernels (index_width's address audit, compiles)."""
 
     device: str = "ascend"
     rules: frozenset[str] = ASCEND_RULES
     triton_ascend: str | None = None
 
     def __post_init__(self) -> None:
-        if self.device not in ("ascend", "gpu"):
-            raise _bad("Target", "device", "'ascend' or 'gpu'", self.device)
+        if self.device not in ("ascend", "gpu", "host"):
+            raise _bad("Target", "device", "'ascend', 'gpu' or 'host'", self.device)
         _names("Target", "rules", self.rules, ASCEND_RULES, empty=True)
-        if self.device == "gpu" and self.rules:
-            raise _bad("Target", "rules", "empty for a 'gpu' target (the Ascend rules are Ascend's)", self.rules)
+        if self.device != "ascend" and self.rules:
+            raise _bad("Target", "rules", f"empty for a {self.device!r} target (the Ascend rules are Ascend's)",
+                       self.rules)
         if self.triton_ascend is not None and self.triton_ascend not in TRITON_ASCEND_RULES:
             raise _bad("Target", "triton_ascend", f"None or one of {sorted(TRITON_ASCEND_RULES)}", self.triton_ascend)
 
@@ -240,6 +246,7 @@ class Target:
 
 
 GPU = Target("gpu", frozenset())
+HOST = Target("host", frozenset())
 
 # ----------------------------------------------------------------------------- known defects as data
 
@@ -470,7 +477,7 @@ def _import(path: str) -> Any:
 @contextlib.contextmanager
 def _context(subject: Subject, backend: str, config: LaunchConfig | None) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
-        if backend == "cpu":
+        if backend == "cpu" and subject.target.device != "host":
             from .backends import kernel_for
             from .interpreter import ascend_semantics
 
@@ -562,8 +569,9 @@ def _adapter(subject: Subject, backend: str, op: str) -> Callable[..., Any]:
         if calling.chunk_indices == "inside":
             args["chunk_indices"] = None
         elif calling.chunk_indices == "prebuilt" and tensor(cu) and BT is not None:
-            assert calling.prepare_chunk_indices is not None
-            args["chunk_indices"] = calling.prepare_chunk_indices(cu, BT)
+            prepare = calling.prepare_chunk_indices
+            assert prepare is not None
+            args["chunk_indices"] = (_import(prepare) if isinstance(prepare, str) else prepare)(cu, BT)
         positional = [args.get(n) for n in target]
         keywords = {calling.keywords[n]: args.get(n) for n in (FWD_ARGS if op == "fwd" else BWD_ARGS)
                     if n in calling.keywords and n not in target and (args.get(n) is not None or n == "g")}
@@ -634,9 +642,9 @@ def load(spec: str) -> Subject:
             raise ValueError(f"subject {spec!r}: cannot import it ({type(e).__name__}: {e}); install the package "
                              "that provides it, or put it on sys.path") from e
         subject = _register(declared, f"import path {spec}")
-        paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
+        paths = [p for p in os.environ.get(PATHS_ENV, "").split(",") if p]
         if spec not in paths:  # the processes this one starts resolve the name alike
-            os.environ[PATHS_ENV] = os.pathsep.join([*paths, spec])
+            os.environ[PATHS_ENV] = ",".join([*paths, spec])
         return subject
     raise ValueError(f"subject must be one of {sorted({*BUILTIN, *entries, *SUBJECTS})} (built in or entry points of "
                      f"group {ENTRY_POINT_GROUP}) or an import path 'package.module:name', got {spec!r}")
@@ -652,7 +660,7 @@ def get(name: str | None) -> Subject:
     if name in SUBJECTS:
         return SUBJECTS[name]
     if not _is_import_path(name):
-        for path in (p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p):
+        for path in (p for p in os.environ.get(PATHS_ENV, "").split(",") if p):
             with contextlib.suppress(ValueError, ImportError):
                 load(path)
             if name in SUBJECTS:

@@ -177,13 +177,16 @@ def applies_to(name: str, subject: Subject) -> str | None:
         "bad_input": not claims.validates and "it claims no validation of its arguments (Claims.validates)",
         "launch_invariance": foreign and not any(claims.takes(k) for k in PARTITION_KNOBS)
         and "it takes no launch knob that re-partitions its work",
-        "compiles": foreign and not claims.takes("max_blocks")
+        "compiles": subject.target.device == "host" and "it launches no Triton kernel (target 'host')"
+        or foreign and not claims.takes("max_blocks")
         and "it has no grid limit of its own to lower, so no call of the suite's sizes splits its launch",
         "varlen_split": not claims.varlen and "it claims no packed batches (Claims.varlen)",
         "grouped_heads": claims.head_ratios is not None and max(claims.head_ratios) == 1
         and "it claims no grouped heads (Claims.head_ratios)",
-        "widened_gates": not claims.gate_dtypes and set(claims.dtypes) == {"float32"}
-        and "its beta and g are never below float32 (Claims.dtypes, gate_dtypes)",
+        "index_width": subject.target.device == "host"
+        and "it launches no Triton kernel whose addresses the audit checks (target 'host')",
+        "widened_gates": not claims.gate_dtypes
+        and "it takes beta and g in k's dtype only (Claims.gate_dtypes): their float32 twin is not a call it claims",
     }
     return WY_ASCEND_ONLY.get(name) if foreign and name in WY_ASCEND_ONLY else reasons.get(name) or None
 
