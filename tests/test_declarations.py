@@ -1,0 +1,276 @@
+"""The subject declaration API (wy_ascend.subjects): every field checked with an error naming it, the loader
+(built-in names, entry points, import paths, the processes a run starts), known defects as data, the adapter
+from the canonical call to a subject's own conventions, and the example outside subject (examples/) against
+the oracle. Needs no fla-core."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from wy_ascend import subjects
+from wy_ascend.subjects import (
+    GPU,
+    Calling,
+    Claims,
+    DeclarationError,
+    Known,
+    Subject,
+    Target,
+)
+from wy_ascend.testing.case import Case
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_SRC = ROOT / "examples" / "natural_gate_wy" / "src"
+EXAMPLE = "natural_gate_wy.subject:SUBJECT"
+
+
+def _forward(*a: Any, **kw: Any) -> Any:
+    raise AssertionError("not called")
+
+
+def _subject(**fields: Any) -> Subject:
+    return Subject(**{"name": "probe", "forward": _forward, "version": "1", **fields})
+
+
+# (what is made, the field its error must name); each a declaration wrong in that field alone
+MALFORMED = [
+    (lambda: Claims(dtypes=("float64",)), "Claims.dtypes"),
+    (lambda: Claims(dtypes=()), "Claims.dtypes"),
+    (lambda: Claims(chunk_sizes=(48,)), "Claims.chunk_sizes"),
+    (lambda: Claims(dims=(0, 64)), "Claims.dims"),
+    (lambda: Claims(dims=(64, 32)), "Claims.dims"),
+    (lambda: Claims(dims=(17, 31), pow2_dims=True), "Claims.dims"),
+    (lambda: Claims(head_ratios=(0,)), "Claims.head_ratios"),
+    (lambda: Claims(varlen=False, fixed=False), "Claims.varlen"),
+    (lambda: Claims(validates="yes"), "Claims.validates"),  # type: ignore[arg-type]
+    (lambda: Claims(knobs=("speed",)), "Claims.knobs"),
+    (lambda: Calling(forward=("k", "k", "v", "beta", "A")), "Calling.forward"),
+    (lambda: Calling(backward=("k", "q")), "Calling.backward"),
+    (lambda: Calling(keywords={"q": "q"}), "Calling.keywords"),
+    (lambda: Calling(keywords={"k": "key", "g": "g", "chunk_indices": "ci"}), "Calling.keywords"),  # k positional too
+    (lambda: Calling(forward=("k", "v", "beta")), "Calling.forward"),  # no A
+    (lambda: Calling(keywords={"cu_seqlens": "cu", "chunk_indices": "ci"}), "Calling.keywords"),  # gated, g not passed
+    (lambda: Calling(gate_units="log10"), "Calling.gate_units"),
+    (lambda: Calling(gate_layout="diagonal"), "Calling.gate_layout"),
+    (lambda: Calling(g_dtype="float64"), "Calling.g_dtype"),
+    (lambda: Calling(A_dtype="int8"), "Calling.A_dtype"),
+    (lambda: Calling(chunk_indices="sometimes"), "Calling.chunk_indices"),
+    (lambda: Calling(chunk_indices="prebuilt"), "Calling.prepare_chunk_indices"),
+    (lambda: Calling(prepare_chunk_indices=lambda cu, bt: cu), "Calling.prepare_chunk_indices"),
+    (lambda: Calling(chunk_size="chunk size"), "Calling.chunk_size"),
+    (lambda: Target(device="tpu"), "Target.device"),
+    (lambda: Target(device="gpu", rules=frozenset({"clobber"})), "Target.rules"),
+    (lambda: Target(rules=frozenset({"teleport"})), "Target.rules"),
+    (lambda: Target(triton_ascend="9.9"), "Target.triton_ascend"),
+    (lambda: Known("", "oracle-x.json"), "Known.version"),
+    (lambda: Known("1", "oracle-x.txt"), "Known.file"),
+    (lambda: Known("1", "oracle-x.json", "K <"), "Known.covers"),
+    (lambda: Known("1", "oracle-x.json", "__import__('os').getcwd() == ''"), "Known.covers"),
+    (lambda: Known("1", "oracle-x.json", "flavour == 'sour'"), "Known.covers"),
+    (lambda: Known("1", "oracle-x.json", "K.real > 1"), "Known.covers"),
+    (lambda: Known("1", "oracle-x.json", None, frozenset()), "Known.properties"),
+    (lambda: Known("1", "oracle-x.json", None, None, frozenset({"tpu"})), "Known.backends"),
+    (lambda: _subject(name="two words"), "Subject.name"),
+    (lambda: _subject(name="pkg:name"), "Subject.name"),
+    (lambda: _subject(schema=2), "Subject.schema"),
+    (lambda: _subject(forward="no_colon"), "Subject.forward"),
+    (lambda: _subject(backward=3), "Subject.backward"),
+    (lambda: _subject(backends=("tpu",)), "Subject.backends"),
+    (lambda: _subject(backends=()), "Subject.backends"),
+    (lambda: _subject(calling=Claims()), "Subject.calling"),
+    (lambda: _subject(claims=Calling()), "Subject.claims"),
+    (lambda: _subject(target="ascend"), "Subject.target"),
+    (lambda: _subject(known=(Known("1", "a.json"), Known("1", "a.json"))), "Subject.known"),
+    (lambda: _subject(known=["a.json"]), "Subject.known"),
+    (lambda: _subject(version=None), "Subject.version"),
+    (lambda: _subject(around=3), "Subject.around"),
+    (lambda: _subject(calling=Calling(keywords={"g": "g"}, chunk_indices="inside")), "Subject.calling"),  # varlen
+]
+
+
+@pytest.mark.parametrize(("make", "field"), MALFORMED, ids=[f"{f}-{i}" for i, (_, f) in enumerate(MALFORMED)])
+def test_each_field_of_a_declaration_is_checked_with_an_error_naming_it(make: Any, field: str) -> None:
+    with pytest.raises(DeclarationError, match=f"^{field} must be"):
+        make()
+
+
+def test_a_well_formed_declaration_of_other_conventions_is_accepted() -> None:
+    calling = Calling(forward=("k", "v", "g", "A", "beta"), backward=(), keywords={"cu_seqlens": "offsets",
+                      "chunk_indices": "chunks"}, gate_units="ln", gate_layout="head", g_dtype="float32",
+                      A_dtype="float32", chunk_indices="prebuilt", prepare_chunk_indices="pkg.mod:prepare")
+    s = _subject(calling=calling, claims=Claims(chunk_sizes=(64,), dtypes=("bfloat16",), fixed=False),
+                 target=Target.for_triton_ascend("3.2"), known=(Known("1", "oracle-a.json", "min(K, V) < 16"),))
+    assert s.ops_implemented == ("fwd",) and s.gated and s.schema == subjects.SCHEMA
+    assert s.target.rules == subjects.ASCEND_RULES and not GPU.rules
+
+
+def test_known_defects_are_data_matched_on_every_call_of_a_case() -> None:
+    """A known defect covers the cases its expression holds for, under its properties and backends, at its
+    version only; a history case is covered where any of its calls is."""
+    k = Known("1", "oracle-a.json", "min(K, V) < 16 and not varlen", frozenset({"oracle"}))
+    s = _subject(known=(k,))
+    narrow = Case(K=8, T=5)
+    assert s.known_defect("oracle", narrow) is k
+    assert s.known_defect("linearity", narrow) is None  # another property
+    assert s.known_defect("oracle", narrow.replace(K=16)) is None
+    assert s.known_defect("oracle", narrow.replace(cu_seqlens=(0, 5))) is None  # packed: not covered
+    assert s.known_defect("oracle", Case(T=5).replace(before=(narrow,))) is k  # an earlier call is
+    assert dataclasses.replace(s, version="2").known_defect("oracle", narrow) is None  # another version
+    on_cuda = Known("1", "oracle-b.json", "dtype == 'float32'", None, frozenset({"cuda"}))
+    assert _subject(known=(on_cuda,)).known_defect("oracle", Case(T=5, backend="cuda")) is on_cuda
+    assert _subject(known=(on_cuda,)).known_defect("oracle", Case(T=5)) is None
+    everywhere = Known("1", "bad_input-c.json", None, frozenset({"bad_input"}))
+    assert _subject(known=(everywhere,)).known_everywhere("bad_input") is everywhere
+    # what a covers expression reads of a call (every name of FEATURES)
+    features = subjects.features(Case(T=5, use_g=True, g_dtype="float32", dtype="bfloat16"), Case(T=5))
+    assert set(features) == set(subjects.FEATURES) and features["g_dtype"] == "float32" and features["max_blocks"] == 65535
+
+
+def _recorder(seen: dict[str, Any]) -> Any:
+    def forward(k: Any, v: Any, g: Any, A: Any, beta: Any, *, offsets: Any = None, chunks: Any = None) -> Any:
+        seen.update(k=k, v=v, g=g, A=A, beta=beta, offsets=offsets, chunks=chunks)
+        return k, v
+    return forward
+
+
+def test_the_adapter_calls_a_subject_in_its_own_conventions() -> None:
+    """Argument order and names, keyword-only arguments, head-major beta and g, natural-log g in float32, A in
+    float32, chunk indices prebuilt in its format: what the subject receives is the canonical call converted,
+    exactly (a wrong conversion or order fails here; the oracle property then finds what it breaks)."""
+    seen: dict[str, Any] = {}
+    prepare = lambda cu, BT: torch.stack((cu[:-1], cu[1:]), 1) * 0 + BT  # noqa: E731 - its own format
+    calling = Calling(forward=("k", "v", "g", "A", "beta"), backward=(), keywords={"cu_seqlens": "offsets",
+                      "chunk_indices": "chunks"}, gate_units="ln", gate_layout="head", g_dtype="float32",
+                      A_dtype="float32", chunk_indices="prebuilt", prepare_chunk_indices=prepare)
+    s = _subject(forward=_recorder(seen), calling=calling, target=subjects.HOST)
+    x = Case(cu_seqlens=(0, 3, 21), HV=2, BT=16, use_g=True, dtype="bfloat16", g_dtype="float32").build_inputs()
+    forward, backward = s.ops("cpu")
+    assert backward is None
+    forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens, None)
+    assert seen["k"] is x.k and seen["v"] is x.v and seen["offsets"] is x.cu_seqlens
+    assert torch.equal(seen["beta"], x.beta.transpose(1, 2)) and seen["beta"].shape == (1, 2, 21)
+    assert seen["g"].dtype == torch.float32 and seen["g"].shape == (1, 2, 21)
+    assert torch.allclose(seen["g"].double(), x.g.transpose(1, 2).double() * math.log(2), rtol=1e-6)
+    assert seen["A"].dtype == torch.float32  # its dead columns NaN (the suite's fill), compared too
+    torch.testing.assert_close(seen["A"], x.A.float(), rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(seen["chunks"], prepare(x.cu_seqlens, 16))
+
+
+def test_a_large_conversion_of_the_audits_zeros_stays_virtual() -> None:
+    """The index-width audit passes zeros at real sizes: the adapter's conversion (units, dtype) of such an
+    argument is a virtual tensor in the argument's memory order, not GiBs written (a foreign subject's audit
+    was killed out of memory before)."""
+    import resource
+
+    from wy_ascend.testing.index_audit import virtual_empty
+
+    big = virtual_empty((1, 4, 2**28), torch.bfloat16).transpose(1, 2)  # 2 GiB of head-major gates as [B,T,HV]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with subjects.zeros_converted(virtual_empty, 2**28):
+        out = subjects._convert(big, torch.float32, math.log(2))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert out.shape == big.shape and out.dtype == torch.float32 and out.stride() == (2**30, 1, 2**28)
+    assert grown_kib < 256 * 1024, f"the conversion took {grown_kib} KiB"
+    assert not bool(out[0, -5:].any())
+
+
+def test_a_subject_loads_by_import_path_in_this_process_and_the_ones_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import path registers the subject under its name and notes the path for the processes this one
+    starts (case runners, history servers), which resolve the name alike; an unknown name lists the known."""
+    monkeypatch.syspath_prepend(str(EXAMPLE_SRC))
+    monkeypatch.setenv(subjects.PATHS_ENV, "")  # restored after the test (load sets it)
+    monkeypatch.delitem(subjects.SUBJECTS, "natural-gate-wy", raising=False)
+    s = subjects.get(EXAMPLE)
+    assert s.name == "natural-gate-wy" and s.loaded == f"import path {EXAMPLE}" and subjects.get(s.name) is s
+    assert os.environ[subjects.PATHS_ENV] == EXAMPLE
+    child = subprocess.run([sys.executable, "-c", "from wy_ascend import subjects; print(subjects.get("
+                            "'natural-gate-wy').loaded)"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=True)
+    assert child.stdout.strip() == f"import path {EXAMPLE}"
+    with pytest.raises(ValueError, match="subject must be one of .*'fla'.*or an import path"):
+        subjects.get("no-such-subject")
+    with pytest.raises(ValueError, match="cannot import it"):
+        subjects.get("no_such_package.module:SUBJECT")
+
+
+def test_a_subject_loads_by_entry_point_and_its_name_must_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    monkeypatch.syspath_prepend(str(EXAMPLE_SRC))
+    monkeypatch.setenv(subjects.PATHS_ENV, "")
+    monkeypatch.delitem(subjects.SUBJECTS, "natural-gate-wy", raising=False)
+    points = {"natural-gate-wy": EntryPoint("natural-gate-wy", EXAMPLE, subjects.ENTRY_POINT_GROUP),
+              "renamed": EntryPoint("renamed", EXAMPLE, subjects.ENTRY_POINT_GROUP)}
+    monkeypatch.setattr(subjects, "_entry_points", lambda: points)
+    s = subjects.get("natural-gate-wy")
+    assert s.loaded.startswith(f"entry point {subjects.ENTRY_POINT_GROUP}:natural-gate-wy")
+    assert "natural-gate-wy" in subjects.available()
+    with pytest.raises(DeclarationError, match="declares subject 'natural-gate-wy'"):
+        subjects.get("renamed")
+
+
+@pytest.fixture
+def example(monkeypatch: pytest.MonkeyPatch) -> Subject:
+    monkeypatch.syspath_prepend(str(EXAMPLE_SRC))
+    monkeypatch.setenv(subjects.PATHS_ENV, "")
+    return subjects.get(EXAMPLE)
+
+
+@pytest.mark.parametrize("case", [
+    Case(T=40, H=1, HV=2, K=24, V=16, BT=16, use_g=True, g_dtype="float32"),
+    Case(cu_seqlens=(0, 3, 70, 70, 75), H=2, HV=4, K=32, V=48, BT=64, use_g=True, dtype="bfloat16", g_dtype="float32"),
+    Case(B=2, T=17, H=1, HV=1, BT=16)], ids=["grouped_gated", "packed_bf16", "no_gate"])
+def test_the_example_subject_holds_the_oracle_and_a_planted_unit_error_fails_it(example: Subject, case: Case,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/natural_gate_wy against the float64 oracle through its declaration (natural-log head-major
+    gates, float32 A, prebuilt chunks): w and u within float32's bound. The same kernel told the wrong gate
+    units (log2, so it takes exp of the canonical g) fails on a gated case."""
+    from wy_ascend.testing.properties import PropertyFailure, run_property
+
+    case = case.replace(subject=example.name)
+    metrics = run_property("oracle", case)
+    assert set(metrics) == {"w", "u"}  # forward only
+    if case.dtype == "float32":
+        assert metrics["w"]["rel_rms"] < 1e-5 and metrics["u"]["rel_rms"] < 1e-5
+    wrong = dataclasses.replace(example, calling=dataclasses.replace(example.calling, gate_units="log2"))
+    monkeypatch.setitem(subjects.SUBJECTS, example.name, wrong)
+    if case.use_g:
+        with pytest.raises(PropertyFailure, match="w: rel_rms"):
+            run_property("oracle", case)
+
+
+def test_a_file_of_a_subject_not_installed_is_unavailable_with_how_to_install(tmp_path: Path, example: Subject,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A stored file names its subject, how it was loaded and its version; where the subject cannot be loaded
+    the replay says UNAVAILABLE and how to install it (not MALFORMED, not a failure)."""
+    import json
+
+    from wy_ascend.cli import main
+    from wy_ascend.errors import SubjectUnavailableError
+    from wy_ascend.testing.properties import PropertyFailure
+    from wy_ascend.testing.store import load, record_failure
+
+    path = record_failure("oracle", Case(T=20, subject=example.name), PropertyFailure("recorded", {}), tmp_path)
+    record = json.loads(path.read_text())["subject"]
+    assert record == {"name": "natural-gate-wy", "version": "0.1.0", "loaded": f"import path {EXAMPLE}",
+                      "distribution": "natural-gate-wy"}
+    assert load(path).case.subject == example.name
+    monkeypatch.delitem(subjects.SUBJECTS, example.name)
+    monkeypatch.setenv(subjects.PATHS_ENV, "")  # restored after the test (load sets it)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(EXAMPLE_SRC)])
+    sys.modules.pop("natural_gate_wy.subject", None)
+    sys.modules.pop("natural_gate_wy", None)
+    with pytest.raises(SubjectUnavailableError, match="pip install 'natural-gate-wy==0.1.0'"):
+        load(path)
+    assert main(["replay", str(path), "--in-process"]) == 0
+    assert "UNAVAILABLE" in capsys.readouterr().out
