@@ -428,7 +428,9 @@ def cases(
     varlen = claimed_varlen(subject, varlen)
     knobs = draw(launch_knobs(backend, BT, require_partition=partition_knobs, keep_tiles=bool(pool), grouped=HV > H,
                               subject=subject))
-    layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, knobs), varlen))
+    # a foreign subject's tiles are its own: its budget counts the default plan's (its knobs may not plan here)
+    tiles = knobs if not subjects.get(subject).foreign else {}
+    layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, tiles), varlen))
     args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided)))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dtypes.update(claimed_gate_dtypes(subject, dtype, use_g, dtypes))
@@ -439,11 +441,13 @@ def cases(
 
 
 def claimed_arguments(subject: str, args: dict[str, Any]) -> dict[str, Any]:
-    """``arguments``' draw for a subject whose chunk indices are not the caller's option (computed inside or
-    always prebuilt in its own format: ``Calling.chunk_indices``): the case passes none of wy_ascend's."""
-    if subjects.get(subject).calling.chunk_indices == "optional":
-        return args
-    return {"chunk_indices": False, "memory": {n: m for n, m in args["memory"].items() if n != "chunk_indices"}}
+    """``arguments``' draw within the subject's declaration: no chunk indices of wy_ascend's where they are not
+    the caller's option (computed inside or always prebuilt in its own format: ``Calling.chunk_indices``), no
+    argument laid out in memory for one that claims contiguous arguments only (``Claims.strided``)."""
+    own = subjects.get(subject)
+    if own.calling.chunk_indices != "optional":
+        args = {"chunk_indices": False, "memory": {n: m for n, m in args["memory"].items() if n != "chunk_indices"}}
+    return args if own.claims.strided else {**args, "memory": {}}
 
 
 def gate(subject: str) -> st.SearchStrategy[bool]:
@@ -464,7 +468,7 @@ def claimed_gate_dtypes(subject: str, dtype: str, use_g: bool, drawn: dict[str, 
     gates (a gate rounded after its scaling by ln 2 is not the one the oracle used: subjects.Calling)."""
     own = subjects.get(subject)
     beta, g = (drawn.get("beta_dtype"), drawn.get("g_dtype")) if own.claims.gate_dtypes else (None, None)
-    forced = own.calling.g_dtype or ("float32" if own.calling.gate_units == "ln" else None)
+    forced = own.forced_g_dtype
     if use_g and forced is not None:
         g = None if forced == dtype else forced
     return {"beta_dtype": beta, "g_dtype": g if use_g else None}
@@ -495,7 +499,8 @@ def subject_corruptions(subject: str) -> tuple[str, ...]:
             return False
         if argument == "g" and not own.gated or argument == "chunk_indices" and own.calling.chunk_indices != "optional":
             return False
-        if (argument == "cu_seqlens" or name in corruptions_adding_cu_seqlens()) and not own.claims.varlen:
+        if (argument in ("cu_seqlens", "chunk_indices") or name in corruptions_adding_cu_seqlens()) \
+                and not own.claims.varlen:
             return False
         return any(own.calling.takes(argument, op) for op in ops)
     return tuple(name for name in CORRUPTIONS if takes(name))
@@ -570,7 +575,8 @@ def large_cases(
                                                                     dim_cap=max(LARGE_DIMS)))
     else:
         H, HV = draw(heads(head_sizes, grouped, claims))
-        K, V = draw(st.sampled_from(LARGE_DIMS)), draw(st.sampled_from(LARGE_DIMS))
+        large_dims = claimed_dims(claims, LARGE_DIMS)
+        K, V = draw(st.sampled_from(large_dims)), draw(st.sampled_from(large_dims))
         BT = draw(st.sampled_from(subject_chunk_sizes(subject, backend)))
         dtype = draw(st.sampled_from(claims.dtypes))
         use_g = draw(gate(subject))
@@ -750,11 +756,18 @@ def split_cases(draw: st.DrawFn, sizes: Sizes = CPU_SIZES, backend: str = "cpu",
     knobs = {"mode": "grid", "max_blocks": limit}
     if draw(st.booleans()):  # wy_ascend's core grid splits by tasks; a foreign subject's grid by max_blocks still
         knobs.update(mode="persistent", max_tasks=limit)
-    K, V = (max(16, claims.dims[0]) if not claims.pow2_dims else _pow2_dim(claims),) * 2
+    K = V = claimed_dims(claims, (16,))[0]
     dtype, use_g = draw(st.sampled_from(claims.dtypes)), draw(gate(subject))
-    return Case(H=H, HV=HV, K=min(K, claims.dims[1]), V=min(V, claims.dims[1]), BT=BT, dtype=dtype, use_g=use_g,
+    return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g,
                 seed=draw(st.integers(0, 2**16)), backend=backend, knobs=knobs, subject=subject, **layout,
                 **claimed_gate_dtypes(subject, dtype, use_g, {}))
+
+
+def claimed_dims(claims: Claims, values: tuple[int, ...]) -> list[int]:
+    """The K/V of ``values`` the claims take, else the smallest they take (of at least 16 where they can)."""
+    low, high = claims.dims
+    return [d for d in values if low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0)] or \
+        [_pow2_dim(claims) if claims.pow2_dims else max(16, low) if high >= 16 else high]
 
 
 def _pow2_dim(claims: Claims) -> int:
@@ -788,9 +801,7 @@ def index_width_cases(draw: st.DrawFn, backend: str = "cpu", subject: str = subj
     own = subjects.get(subject)
     claims = own.claims
     chunk_sizes_ = sorted(subject_chunk_sizes(subject, backend), reverse=True)
-    low, high = claims.dims
-    dims_ = [d for d in INDEX_DIMS if low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0)] or \
-        [_pow2_dim(claims) if claims.pow2_dims else max(16, low) if high >= 16 else high]
+    dims_ = claimed_dims(claims, INDEX_DIMS)
     narrow = [d for d in ("bfloat16", "float16") if d in claims.dtypes]
     classes = ("gates", "rows") if narrow else ("rows",)  # the gates class needs 2-byte gates
     takes = lambda ratio: claims.head_ratios is None or ratio in claims.head_ratios  # noqa: E731

@@ -421,6 +421,12 @@ class Subject:
         return self.calling.gate_units != "none"
 
     @property
+    def forced_g_dtype(self) -> str | None:
+        """The dtype its g always comes in: ``Calling.g_dtype``, float32 for natural-log gates (a gate rounded
+        after its scaling by ln 2 would not be the one the oracle used), else None (as drawn)."""
+        return self.calling.g_dtype or ("float32" if self.calling.gate_units == "ln" else None)
+
+    @property
     def installed_version(self) -> str | None:
         """``version``, else ``distribution``'s installed version (None where it is not installed)."""
         if self.version is not None:

@@ -17,14 +17,16 @@ from .common import backend_name
 from .oracle import check_oracle
 
 
-def claimed(claims: subjects.Claims, case: Case) -> bool:
-    """Whether a subject claiming ``claims`` takes ``case`` (what the fuzz strategies draw for it)."""
+def claimed(claims: subjects.Claims, case: Case, forced_g: str | None = None) -> bool:
+    """Whether a subject claiming ``claims`` takes ``case`` (what the fuzz strategies draw for it); ``forced_g``:
+    the dtype its call always passes g in (``Subject.forced_g_dtype``), a g dtype it takes whatever it claims."""
     low, high = claims.dims
     dims_ok = all(low <= d <= high and (not claims.pow2_dims or d & (d - 1) == 0) for d in (case.K, case.V))
     ratio_ok = claims.head_ratios is None or case.HV // case.H in claims.head_ratios
-    gates_ok = claims.gate_dtypes or (case.beta_dtype is None and case.g_dtype is None)
+    gates_ok = claims.gate_dtypes or (case.beta_dtype is None and case.g_dtype in (None, forced_g))
     return (case.dtype in claims.dtypes and case.BT in claims.chunk_sizes and dims_ok and ratio_ok and gates_ok
-            and (claims.varlen or case.cu_seqlens is None) and (claims.strided or not case.memory)
+            and (claims.varlen or case.cu_seqlens is None) and (claims.fixed or case.cu_seqlens is not None)
+            and (claims.strided or not case.memory)
             and case.corruption is None)
 
 
@@ -36,7 +38,7 @@ def peer_case(case: Case) -> Case | None:
         return None
     knobs = {k: v for k, v in case.knobs.items() if peer.claims.takes(k)}
     moved = case.replace(subject=peer.name, knobs=knobs)
-    return moved if claimed(peer.claims, moved) else None
+    return moved if claimed(peer.claims, moved, peer.forced_g_dtype) else None
 
 
 def _verdict(case: Case) -> tuple[Metrics | None, str | None]:
