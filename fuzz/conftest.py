@@ -5,7 +5,10 @@ Options (each also read from the environment):
 * ``--profile NAME`` / ``WY_ASCEND_PROFILE``: ci, dev (default), nightly, large (fuzz/profiles.py).
 * ``--backend NAME`` / ``WY_ASCEND_BACKEND``: cpu (default), cuda, npu, npu-cuda.
 * ``--subject NAME`` / ``WY_ASCEND_SUBJECT``: whose ops the cases run (wy_ascend.subjects): wy_ascend
-  (default), fla-ascend, fla.
+  (default), fla-ascend, fla, an entry point of group ``wy_ascend.subjects`` or an import path
+  ``package.module:name``.
+* ``--store DIR`` / ``WY_ASCEND_REGRESSIONS``: where failures are stored and replayed from (default
+  ``regressions/`` of the directory the run started in; this checkout's for its own replay).
 * ``--fuzz-report PATH`` / ``WY_ASCEND_FUZZ_REPORT``: where the machine-readable report goes
   (default ``fuzz-report.json`` in the directory pytest was started from).
 
@@ -99,7 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--profile", default=None, help="fuzz profile: ci, dev, nightly, large (env WY_ASCEND_PROFILE)")
     _add(group, "--backend", default=None, help="backend: cpu, cuda, npu, npu-cuda (env WY_ASCEND_BACKEND)")
     _add(group, "--subject", default=None,
-         help="subject (whose ops run): wy_ascend, fla-ascend, fla (env WY_ASCEND_SUBJECT)")
+         help="subject (whose ops run): wy_ascend, fla-ascend, fla, an entry point's name or an import path "
+              "package.module:name (env WY_ASCEND_SUBJECT)")
+    _add(group, "--store", default=None, help="regression store directory (env WY_ASCEND_REGRESSIONS)")
     _add(group, "--fuzz-report", default=None, help="path of fuzz-report.json (env WY_ASCEND_FUZZ_REPORT)")
 
 
@@ -145,6 +150,13 @@ def _check_backend(backend: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     started = time.perf_counter()  # the report's wall time starts here (a warm-up in configure included)
+    from wy_ascend.testing.store import STORE_ENV
+
+    if config.getoption("--store"):  # the workers and case runners this run starts inherit it
+        os.environ[STORE_ENV] = str(Path(config.invocation_params.dir, config.getoption("--store")).resolve())
+    # the interpreter's harmless warning (pyproject.toml's filter, for a run from another repository too)
+    config.addinivalue_line("filterwarnings",
+                            "ignore:Conversion of an array with ndim > 0 to a scalar:DeprecationWarning")
     try:
         run = select(config.getoption("--profile"), config.getoption("--backend"), config.getoption("--subject"))
     except ValueError as e:
@@ -298,7 +310,7 @@ class FuzzReport:
         p = self.run.profile
         lines = [
             f"wy_ascend fuzz: profile {p.name} ({p.description}), backend {self.run.backend}, "
-            f"subject {self.run.subject} {subjects.get(self.run.subject).version}, "
+            f"subject {self.run.subject} {subjects.get(self.run.subject).installed_version}, "
             f"examples {({prop: p.budget(prop) for prop in p.examples})}",
             f"versions: python {sys.version.split()[0]}, torch {_version('torch')}, triton {_version('triton')}, "
             f"hypothesis {_version('hypothesis')}",

@@ -1,0 +1,83 @@
+"""An outside subject's developer's loop, run as they would (docs/subjects.md): a defect planted in a copy of
+examples/natural_gate_wy is found, shrunk and stored by ``wy-ascend fuzz`` run from another directory into
+its own store; the stored file replays as FAIL, as KNOWN once its declaration marks it, and as FIXED once the
+defect is gone. ~30 s: two fuzz runs of the oracle property on plain torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "natural_gate_wy"
+SPEC = "natural_gate_wy.subject:SUBJECT"
+
+
+def _run(args: list[str], cwd: Path, package: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package / "src"), *sys.path]),
+           "WY_ASCEND_SUBJECT_PATHS": ""}
+    env.pop("WY_ASCEND_REGRESSIONS", None)
+    return subprocess.run([sys.executable, "-m", "wy_ascend.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    """A copy of the example whose forward takes exp2 of its natural-log gate: w wrong wherever there is one."""
+    package = tmp_path / "natural_gate_wy"
+    shutil.copytree(EXAMPLE, package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    kernel = package / "src" / "natural_gate_wy" / "kernel.py"
+    source = kernel.read_text()
+    assert "torch.exp(g[" in source
+    kernel.write_text(source.replace("torch.exp(g[", "torch.exp2(g["))
+    return package
+
+
+def test_a_planted_defect_is_found_shrunk_stored_marked_known_and_seen_fixed(tmp_path: Path, planted: Path,
+                                                                           backend: str) -> None:
+    if backend != "cpu":
+        pytest.skip("the example runs on the cpu backend")
+    work = tmp_path / "elsewhere"  # the subject's own repository: not this checkout
+    work.mkdir()
+    found = _run(["fuzz", "--subject", SPEC, "--profile", "ci", "--store", "findings", "-k", "oracle", "-n", "0",
+                  "-q"], work, planted)
+    assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-3000:]
+    files = sorted((work / "findings").glob("oracle-*.json"))
+    assert len(files) == 1, found.stdout[-3000:]
+    stored = json.loads(files[0].read_text())
+    assert stored["subject"] == {"name": "natural-gate-wy", "version": "0.1.0", "loaded": f"import path {SPEC}",
+                                 "distribution": "natural-gate-wy"}
+    case = stored["case"]
+    # shrunk: the simplest case that still has a gate to get wrong
+    assert case["use_g"] and case.get("B", 1) == 1 and case["H"] == case["HV"] == 1 and case["K"] == case["V"] == 16
+    assert case["T"] <= 2 and "w: rel_rms" in stored["failure"]["message"]
+
+    replayed = _run(["replay", str(files[0])], work, planted)
+    assert replayed.returncode == 1 and "FAIL:" in replayed.stdout, replayed.stdout[-2000:]
+
+    # marked known: the file's mark and the declaration's Known entry (its cases, as data)
+    stored["known"] = {"reason": "exp2 of a natural-log gate (planted)"}
+    files[0].write_text(json.dumps(stored, indent=2))
+    declaration = planted / "src" / "natural_gate_wy" / "subject.py"
+    text = declaration.read_text()
+    text = text.replace("from wy_ascend.subjects import HOST, Calling, Claims, Subject",
+                        "from wy_ascend.subjects import HOST, Calling, Claims, Known, Subject")
+    text = re.sub(r"known=\(\),[^\n]*", f'known=(Known("0.1.0", "{files[0].name}", "use_g"),),', text)
+    declaration.write_text(text)
+    known = _run(["replay", str(files[0])], work, planted)
+    assert known.returncode == 0 and "KNOWN: still fails as recorded" in known.stdout, known.stdout[-2000:]
+    again = _run(["fuzz", "--subject", SPEC, "--profile", "ci", "--store", "findings", "-k", "oracle", "-n", "0",
+                  "-q"], work, planted)
+    assert again.returncode == 0, again.stdout[-3000:]  # the known cases are left out of the draws
+
+    kernel = planted / "src" / "natural_gate_wy" / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("torch.exp2(g[", "torch.exp(g["))
+    fixed = _run(["replay", str(files[0])], work, planted)
+    assert fixed.returncode == 1 and "FIXED:" in fixed.stdout, fixed.stdout[-2000:]
