@@ -80,13 +80,14 @@ _CAUSES: dict[tuple[str, ...], str] = {}
 
 
 def _cause(prop: str, case: Case, error: BaseException) -> tuple[str, ...] | None:
-    """A bad_input failure's cause: the op and what went wrong, with the corruption's own names and numbers
-    left out (``'k_int_dtype' was accepted`` and ``'v_int_dtype' was accepted`` are one cause); None for the
-    other properties, whose every minimal case is stored."""
+    """A bad_input failure's cause: the op and what went wrong, without the corruption's names and the message
+    of what the subject raised (``'k_int_dtype' was accepted`` and ``'v_int_dtype' was accepted`` are one cause,
+    so are two shape errors torch raised where a ValueError naming the argument was due); None for the other
+    properties, whose every minimal case is stored."""
     if prop != "bad_input":
         return None
-    message = re.sub(r"'[^']*'|\d+", "_", _first_line(error))
-    return case.subject, type(error).__name__, message
+    op_and_what = re.sub(r"'[^']*'", "_", _first_line(error)).split(": ")[:2]
+    return (case.subject, type(error).__name__, *op_and_what)
 
 
 def _record(prop: str, case: Case, error: BaseException, what: str = "minimal case") -> None:

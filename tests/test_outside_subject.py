@@ -81,3 +81,25 @@ def test_a_planted_defect_is_found_shrunk_stored_marked_known_and_seen_fixed(tmp
     kernel.write_text(kernel.read_text().replace("torch.exp2(g[", "torch.exp(g["))
     fixed = _run(["replay", str(files[0])], work, planted)
     assert fixed.returncode == 1 and "FIXED:" in fixed.stdout, fixed.stdout[-2000:]
+
+
+def test_one_cause_of_bad_input_is_one_stored_file(tmp_path: Path, backend: str) -> None:
+    """The example declared as validating (it validates nothing): every corruption fails, each an explicit
+    example of its own, and the run stores one file per kind of failure (an argument accepted where a TypeError
+    was due, another exception raised, ...), not one per corruption (a subject that validated nothing once left
+    31 files); the other failures name the file of their cause."""
+    if backend != "cpu":
+        pytest.skip("the example runs on the cpu backend")
+    (tmp_path / "probe.py").write_text(
+        "import dataclasses\nfrom natural_gate_wy.subject import SUBJECT\n"
+        "S = dataclasses.replace(SUBJECT, name='validating-probe', claims=dataclasses.replace(SUBJECT.claims, "
+        "validates=True))\n")
+    env_package = tmp_path / "pkg"
+    shutil.copytree(EXAMPLE, env_package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    shutil.copy(tmp_path / "probe.py", env_package / "src" / "probe.py")
+    run = _run(["fuzz", "--subject", "probe:S", "--profile", "ci", "--store", "findings", "-k", "bad_input", "-n", "0",
+                "-q"], tmp_path, env_package)
+    assert run.returncode == 1, run.stdout[-3000:]
+    files = list((tmp_path / "findings").glob("bad_input-*.json"))
+    again = run.stdout.count("(same cause as ")
+    assert 1 <= len(files) <= 8 and again >= 20, (len(files), again, run.stdout[-3000:])
