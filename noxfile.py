@@ -223,6 +223,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+EXAMPLE = "examples/natural_gate_wy"
+
+
+@nox.session(default=False, venv_backend="none")
+def example(session: nox.Session) -> None:
+    """The example outside subject (examples/natural_gate_wy) installed as its developer would, and fuzzed from
+    its own directory by its entry point (docs/subjects.md); posargs go to ``wy-ascend fuzz`` (default: the ci
+    profile on 2 workers)."""
+    backend = install(session)
+    install_once(session, f"example {EXAMPLE}", lambda: session.install("--no-deps", "-e", EXAMPLE))
+    session.chdir(EXAMPLE)
+    args = list(session.posargs) or ["--profile", "ci", "-n", "2"]
+    with _sigterm_as_interrupt():
+        session.run("wy-ascend", "fuzz", "--subject", "natural-gate-wy", *args, env=_env(backend),
+                    interrupt_timeout=FUZZ_REPORT_GRACE_S)
+
+
 @nox.session(venv_backend="none")
 def regress(session: nox.Session) -> None:
     """Replay every stored minimal case in regressions/, every subject's (pytest fuzz/test_regressions.py)."""

@@ -82,7 +82,7 @@ STRATEGIES = {
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_every_strategy_draws_only_what_a_narrow_subject_claims(narrow: Subject, strategy: str) -> None:
-    @settings(max_examples=25, database=None, derandomize=True, deadline=None,
+    @settings(max_examples=12, database=None, derandomize=True, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def draw(data: st.DataObject) -> None:
@@ -102,7 +102,7 @@ def test_bad_input_draws_only_corruptions_of_arguments_a_subject_takes(narrow: S
     assert narrow.gated or not any(c.startswith("g_") for c in corruptions)
     assert narrow.claims.varlen or not any(c.startswith(("cu_", "chunk_indices_")) for c in corruptions)
 
-    @settings(max_examples=25, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=12, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
     @given(bad_input_cases(CPU_SIZES, "cpu", narrow.name))
     def draw(case: Case) -> None:
         assert case.corruption in corruptions
