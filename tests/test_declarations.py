@@ -71,6 +71,7 @@ MALFORMED = [
     (lambda: Target(device="gpu", rules=frozenset({"clobber"})), "Target.rules"),
     (lambda: Target(rules=frozenset({"teleport"})), "Target.rules"),
     (lambda: Target(triton_ascend="9.9"), "Target.triton_ascend"),
+    (lambda: Target(applied=1), "Target.applied"),  # type: ignore[arg-type]
     (lambda: Known("", "oracle-x.json"), "Known.version"),
     (lambda: Known("1", "oracle-x.txt"), "Known.file"),
     (lambda: Known("1", "oracle-x.json", "K <"), "Known.covers"),
@@ -274,3 +275,13 @@ def test_a_file_of_a_subject_not_installed_is_unavailable_with_how_to_install(tm
         load(path)
     assert main(["replay", str(path), "--in-process"]) == 0
     assert "UNAVAILABLE" in capsys.readouterr().out
+
+
+def test_wy_ascends_own_launches_choose_their_emulation() -> None:
+    """wy_ascend's target is applied by its launches (``Target.applied`` False): its cuda-only dk-sum kernel,
+    run on the interpreter by the dk_sum_kernel knob, runs without the Ascend rules as on cuda, where an outer
+    emulation around the whole call made it fail the folded-program-id rule."""
+    from wy_ascend.testing.properties import run_property
+
+    assert not subjects.get("wy_ascend").target.applied
+    run_property("oracle", Case(T=20, H=1, HV=2, use_g=True, knobs={"group_dk": False, "dk_sum_kernel": True}))

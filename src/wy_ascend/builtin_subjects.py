@@ -167,8 +167,8 @@ def _wy_ascend_op(name: str) -> Callable[..., Any]:
 
 WY_ASCEND = Subject(
     "wy_ascend", _wy_ascend_op("recompute_w_u_fwd"), _wy_ascend_op("prepare_wy_repr_bwd"), tuple(BACKENDS),
-    Calling(backend="backend", config="config"), Claims(), Target.for_triton_ascend("3.2"), distribution="wy_ascend",
-    about="this project's ops (its cpu launches set the emulation themselves: LaunchConfig.emulate)")
+    Calling(backend="backend", config="config"), Claims(), Target.for_triton_ascend("3.2", applied=False),
+    distribution="wy_ascend", about="this project's ops")
 
 # fla-ascend's claims, from its source: BT any power of two its UB model tiles (64 in fla's chunk
 # path; 16 to 128 here), K and V any size (tiles of at least 8, boundary-checked), any integer head

@@ -351,7 +351,8 @@ def _subjects(args: argparse.Namespace) -> int:
             print(f"{name}: UNAVAILABLE: {e}")
             status = EXIT_BAD_INPUT
             continue
-        target = s.target.device + (f" (rules: {', '.join(sorted(s.target.rules))})" if s.target.rules else "")
+        target = s.target.device + (f" (rules: {', '.join(sorted(s.target.rules))})" if s.target.rules else "") + (
+            "" if s.target.applied else ", set by its own launches")
         print(f"{s.name} {s.installed_version or '(not installed)'}: {s.about or '-'}")
         print(f"  found       {s.loaded}")
         print(f"  ops         {', '.join(s.ops_implemented)}; backends {', '.join(s.backends)}; target {target}")

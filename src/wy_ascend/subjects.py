@@ -221,11 +221,14 @@ class Target:
     version calls for, ``for_triton_ascend``) or "gpu" (none of them: a GPU's dots do not clobber). The
     rules of every device (out-of-bounds addresses, races, int32 wrap, a GPU's grid axes) hold for both.
     "host": the subject launches no Triton kernel (torch on the host): no interpreter rule applies, and
-    neither do the properties that audit kernels (index_width's address audit, compiles)."""
+    neither do the properties that audit kernels (index_width's address audit, compiles). ``applied``
+    False: the subject's launches set the emulation themselves (wy_ascend's, per launch:
+    ``LaunchConfig.emulate``), and the suite applies none around its calls."""
 
     device: str = "ascend"
     rules: frozenset[str] = ASCEND_RULES
     triton_ascend: str | None = None
+    applied: bool = True
 
     def __post_init__(self) -> None:
         if self.device not in ("ascend", "gpu", "host"):
@@ -236,13 +239,14 @@ class Target:
                        self.rules)
         if self.triton_ascend is not None and self.triton_ascend not in TRITON_ASCEND_RULES:
             raise _bad("Target", "triton_ascend", f"None or one of {sorted(TRITON_ASCEND_RULES)}", self.triton_ascend)
+        _flag("Target", "applied", self.applied)
 
     @staticmethod
-    def for_triton_ascend(version: str) -> Target:
+    def for_triton_ascend(version: str, applied: bool = True) -> Target:
         """The Ascend target of a triton-ascend version (``TRITON_ASCEND_RULES``)."""
         if version not in TRITON_ASCEND_RULES:
             raise _bad("Target", "triton_ascend", f"one of {sorted(TRITON_ASCEND_RULES)}", version)
-        return Target("ascend", TRITON_ASCEND_RULES[version], version)
+        return Target("ascend", TRITON_ASCEND_RULES[version], version, applied)
 
 
 GPU = Target("gpu", frozenset())
@@ -488,8 +492,9 @@ def _context(subject: Subject, backend: str, config: LaunchConfig | None) -> Ite
             from .interpreter import ascend_semantics
 
             kernel_for(BACKENDS["cpu"], "fwd")  # TRITON_INTERPRET and the emulation hooks, before its kernels load
-            stack.enter_context(ascend_semantics(subject.target.device == "ascend" and bool(subject.target.rules),
-                                                 subject.target.rules))
+            if subject.target.applied:
+                stack.enter_context(ascend_semantics(subject.target.device == "ascend" and bool(subject.target.rules),
+                                                     subject.target.rules))
         if subject.around is not None:
             stack.enter_context(subject.around(backend, config))
         yield
