@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import itertools
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 

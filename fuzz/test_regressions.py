@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from wy_ascend.backends import BACKEND_ENV
-from wy_ascend.errors import RegressionFileError
+from wy_ascend.errors import RegressionFileError, SubjectUnavailableError
 from wy_ascend.testing.runner import CaseRunner, case_timeout
-from wy_ascend.errors import SubjectUnavailableError
 from wy_ascend.testing.store import STORE_ENV, iter_store, load, regressions_dir, replay, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fuzz.strategies import HISTORY_CHANGES, history_cases, known_defect
-from wy_ascend.subjects import changes_in_place
 from wy_ascend import backends, ops, planning, subjects, validation
 from wy_ascend.backends import LaunchConfig
 from wy_ascend.layout import prepare_chunk_indices
+from wy_ascend.subjects import changes_in_place
 from wy_ascend.testing import history
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure

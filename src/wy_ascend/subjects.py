@@ -34,9 +34,10 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, ContextManager
+from typing import Any
 
 import torch
 
@@ -377,7 +378,7 @@ class Subject:
     version: str | None = None
     distribution: str | None = None
     about: str = ""
-    around: Callable[[str, LaunchConfig | None], ContextManager[Any]] | None = None
+    around: Callable[[str, LaunchConfig | None], AbstractContextManager[Any]] | None = None
     schema: int = SCHEMA
     loaded: str = field(default="", compare=False)  # how it was found (``load``): not part of the declaration
 
@@ -465,7 +466,7 @@ class Subject:
         self.check(backend)
         return _adapter(self, backend, "fwd"), (_adapter(self, backend, "bwd") if self.backward is not None else None)
 
-    def context(self, backend: str, config: LaunchConfig | None) -> ContextManager[Any]:
+    def context(self, backend: str, config: LaunchConfig | None) -> AbstractContextManager[Any]:
         """What its imports and calls on ``backend`` run in: on the cpu its target's semantics (the
         interpreter loaded first), and its own ``around``."""
         return _context(self, backend, config)
@@ -544,7 +545,8 @@ def _convert(x: torch.Tensor, dtype: torch.dtype, scale: float | None = None) ->
     """``x`` times ``scale`` (in float64 where x is, else float32) in ``dtype`` (``zeros_converted``)."""
     zeros = _ZEROS.get()
     if zeros is not None and x.numel() * max(x.element_size(), dtype.itemsize) >= zeros[1]:
-        order = sorted(range(x.dim()), key=lambda d: -x.stride(d))
+        strides = x.stride()
+        order = sorted(range(x.dim()), key=lambda d: -strides[d])
         base = zeros[0](tuple(x.shape[d] for d in order), dtype)
         return base.permute([order.index(d) for d in range(x.dim())])
     if scale is None:
@@ -562,24 +564,24 @@ def _adapter(subject: Subject, backend: str, op: str) -> Callable[..., Any]:
         names = ("dw", "du", "g", "cu_seqlens", "chunk_indices") if op == "bwd" else ("g", "cu_seqlens", "chunk_indices")
         args: dict[str, Any] = {"k": k, "v": v, "beta": beta, "A": A, **dict(zip(names, rest)), **kw}
         # Only tensors are converted: a malformed argument reaches the subject as given (bad_input).
-        tensor = lambda x: isinstance(x, torch.Tensor)  # noqa: E731
-        g, cu = args.get("g"), args.get("cu_seqlens")
-        BT = A.shape[-1] if tensor(A) and A.dim() else None
-        if tensor(g):
+        g: Any = args.get("g")
+        cu: Any = args.get("cu_seqlens")
+        BT = A.shape[-1] if isinstance(A, torch.Tensor) and A.dim() else None
+        if isinstance(g, torch.Tensor):
             if calling.gate_units == "none":
                 raise ValueError(f"subject {subject.name!r} takes no gate (gate_units 'none'), got g")
             dtype = getattr(torch, calling.g_dtype) if calling.g_dtype is not None else g.dtype
             if calling.gate_units == "ln" or dtype != g.dtype:
                 g = _convert(g, dtype, _LN2 if calling.gate_units == "ln" else None)
         if calling.gate_layout == "head":
-            args["beta"] = args["beta"].transpose(1, 2) if tensor(beta) and beta.dim() == 3 else beta
-            g = g.transpose(1, 2) if tensor(g) and g.dim() == 3 else g
+            args["beta"] = beta.transpose(1, 2) if isinstance(beta, torch.Tensor) and beta.dim() == 3 else beta
+            g = g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3 else g
         args["g"] = g
-        if calling.A_dtype != "k" and tensor(A) and A.dtype != getattr(torch, calling.A_dtype):
+        if calling.A_dtype != "k" and isinstance(A, torch.Tensor) and A.dtype != getattr(torch, calling.A_dtype):
             args["A"] = _convert(A, getattr(torch, calling.A_dtype))
         if calling.chunk_indices == "inside":
             args["chunk_indices"] = None
-        elif calling.chunk_indices == "prebuilt" and tensor(cu) and BT is not None:
+        elif calling.chunk_indices == "prebuilt" and isinstance(cu, torch.Tensor) and BT is not None:
             prepare = calling.prepare_chunk_indices
             assert prepare is not None
             args["chunk_indices"] = (_import(prepare) if isinstance(prepare, str) else prepare)(cu, BT)

@@ -23,12 +23,12 @@ from typing import Any, NamedTuple
 
 import torch
 
+from .. import subjects
 from ..backends import BACKENDS, DEVICES, LaunchConfig
 from ..layout import prepare_chunk_indices
 from ..planning import plan
 from ..reference import build_A
 from ..specialization import Specialization, of_launch
-from .. import subjects
 from . import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -29,10 +29,10 @@ from typing import Any, NamedTuple
 import torch
 
 from .. import reference, subjects
-from ..subjects import zeros_converted
 from ..backends import BACKENDS, _given, kernel_for
 from ..ops import observed
 from ..planning import UnsupportedProblemError
+from ..subjects import zeros_converted
 from .case import Case, Inputs
 from .compiles import differing, distinct, record_launch, recorded_launches
 from .failure import Metrics, PropertyFailure
@@ -103,7 +103,7 @@ def check_compiles(case: Case, ops: Ops | None = None) -> Metrics:
     with phase("inputs"):
         x = case.build_inputs(ops.device)
     backward = ops.backward
-    calls = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)}
+    calls: dict[str, Callable[[], object]] = {"fwd": lambda: ops.forward(x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens)}
     if backward is not None:
         calls["bwd"] = lambda: backward(x.k, x.v, x.beta, x.A, x.dw, x.du, x.g, x.cu_seqlens)
     metrics: Metrics = {}

@@ -532,7 +532,7 @@ def _subject_of(path: Path, data: dict[str, Any]) -> None:
     """Load the file's subject: by its name, else the way the file says it was loaded (an import path);
     SubjectUnavailableError saying how to get it where neither works."""
     name = data["case"].get("subject", subjects.DEFAULT)
-    record = data.get("subject") if isinstance(data.get("subject"), dict) else {}
+    record: dict[str, Any] = data["subject"] if isinstance(data.get("subject"), dict) else {}
     how = str(record.get("loaded") or "")
     try:
         subjects.get(name)

@@ -49,10 +49,10 @@ from collections.abc import Callable
 
 from ...backends import resolve_backend
 from ...planning import UnsupportedProblemError
+from ...subjects import Subject
 from ..case import Case
 from ..failure import Metrics, PropertyFailure
 from ..history import check_history_case
-from ...subjects import Subject
 from ..scaling import check_compiles, check_index_width
 from .bad_input import ARGUMENTS, BACKWARD_ONLY, CORRUPTIONS, Corruption, check_bad_input
 from .bounds import (
@@ -105,8 +105,8 @@ __all__ = [
     "ARGUMENTS", "BACKWARD_ONLY", "BLOCK_SLACK", "BWD_NAMES", "CORRUPTIONS", "DEVICE_OF", "FP32_RTOL", "FWD_NAMES",
     "KERNEL_FREE", "LINEAR_SCALES", "LIVE_FP32", "LOW_PRECISION_FACTOR", "NUDGED", "OPS_TWICE", "PARTITION_KNOBS", "PROPERTIES",
     "UNIT_ROUNDOFF", "WY_ASCEND_ONLY", "Blocks", "Corruption", "Metrics", "Precisions", "PropertyFailure", "Seen",
-    "applies", "applies_to", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles", "check_containment",
-    "check_differential", "check_history_case",
+    "applies", "applies_to", "backend_name", "blocks_of", "build_inputs", "check_bad_input", "check_compiles",
+    "check_containment", "check_differential", "check_history_case",
     "check_grouped_heads", "check_index_width", "check_launch_invariance", "check_linearity", "check_memory_layout",
     "check_oracle", "check_perf", "check_plan_coverage", "check_varlen_split", "check_widened_gates",
     "compare_to_oracle", "device_of", "error_bounds", "nudged_outputs", "oracle_outputs", "plan_spec", "plannable",

@@ -152,17 +152,15 @@ def check_bad_input(case: Case) -> Metrics:
         kwargs, exc_type, fragment = CORRUPTIONS[case.corruption](inputs, case.corrupt_at)
     config = case.config()
     forward, backward = subject_of(case).ops(backend_name(case))
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "recompute_w_u_fwd": lambda: forward(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"], kwargs["g"],
-                                             kwargs["cu_seqlens"], kwargs.get("chunk_indices"), config=config),
-        "prepare_wy_repr_bwd": lambda: backward(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"], kwargs["dw"],
-                                                kwargs["du"], kwargs["g"], kwargs["cu_seqlens"],
-                                                kwargs.get("chunk_indices"), config=config),
-    }
+                                             kwargs["cu_seqlens"], kwargs.get("chunk_indices"), config=config)}
+    if backward is not None:  # else a forward-only subject
+        calls["prepare_wy_repr_bwd"] = lambda: backward(kwargs["k"], kwargs["v"], kwargs["beta"], kwargs["A"],
+                                                        kwargs["dw"], kwargs["du"], kwargs["g"], kwargs["cu_seqlens"],
+                                                        kwargs.get("chunk_indices"), config=config)
     if case.corruption in BACKWARD_ONLY:
         del calls["recompute_w_u_fwd"]
-    if backward is None:  # a forward-only subject
-        del calls["prepare_wy_repr_bwd"]
     if not calls:
         raise ValueError(f"bad_input: corruption {case.corruption!r} is of an argument subject {case.subject!r} "
                          "does not take")
