@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -285,3 +286,18 @@ def test_wy_ascends_own_launches_choose_their_emulation() -> None:
 
     assert not subjects.get("wy_ascend").target.applied
     run_property("oracle", Case(T=20, H=1, HV=2, use_g=True, knobs={"group_dk": False, "dk_sum_kernel": True}))
+
+
+def test_the_subjects_command_lists_each_subjects_ops_and_the_properties_that_apply(
+        example: Subject, capsys: pytest.CaptureFixture[str]) -> None:
+    from wy_ascend.cli import main
+
+    assert main(["subjects", "wy_ascend", EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    own, other = out.split("\n\n")
+    assert "ops         fwd, bwd" in own and re.search(r"plan_coverage +runs", own) and "skipped" not in own
+    assert "natural-gate-wy 0.1.0" in other and "ops         fwd; backends cpu; target host" in other
+    assert re.search(r"oracle +runs", other) and re.search(r"differential +runs", other)
+    assert re.search(r"bad_input +skipped: it claims no validation", other)
+    assert re.search(r"index_width +skipped: it launches no Triton kernel", other)
+    assert main(["subjects", "no-such-subject"]) == 2

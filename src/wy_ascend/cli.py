@@ -236,13 +236,14 @@ def _replay(args: argparse.Namespace) -> int:
     stale = stale_install_warning(Path.cwd())
     if stale:
         print(stale, file=sys.stderr)
+    subject = get_subject(args.subject).name if args.subject else None  # an import path: the name it declares
     runner = None if args.in_process else CaseRunner(log, timeout_s=timeout)
     verdicts = []
     try:
         for i, path in enumerate(args.files):
             if i:
                 print()
-            verdicts.append(_replay_one(path, args.backend, runner, args.subject))
+            verdicts.append(_replay_one(path, args.backend, runner, subject))
     finally:
         if runner is not None:
             runner.close()
