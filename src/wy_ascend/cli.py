@@ -359,7 +359,9 @@ def _subjects(args: argparse.Namespace) -> int:
         print(f"  ops         {', '.join(s.ops_implemented)}; backends {', '.join(s.backends)}; target {target}")
         print(f"  known       {len(s.known)} defects ({', '.join(k.file for k in s.known) or 'none'})")
         for prop in PROPERTIES:
-            why = applies_to(prop, s)
+            why, known = applies_to(prop, s), s.known_everywhere(prop)
+            if why is None and known is not None:
+                why = f"every case fails its known defect {known.file} (replayed from the store)"
             print(f"  {prop:<18}{'runs' if why is None else 'skipped: ' + why}")
     return status
 
