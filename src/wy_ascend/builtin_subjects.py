@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from .backends import BACKENDS, LaunchConfig, kernel_for
-from .subjects import GPU, Calling, Claims, Known, Subject, Target
+from .subjects import BWD_ARGS, GPU, Calling, Claims, Known, Subject, Target
 
 FLA_DIST = "fla-core"
 FLA_ASCEND_MODULE = "fla.ops.gated_delta_rule.backends.triton_ascend.wy_fast"
@@ -167,7 +167,9 @@ def _wy_ascend_op(name: str) -> Callable[..., Any]:
 
 WY_ASCEND = Subject(
     "wy_ascend", _wy_ascend_op("recompute_w_u_fwd"), _wy_ascend_op("prepare_wy_repr_bwd"), tuple(BACKENDS),
-    Calling(backend="backend", config="config"), Claims(), Target.for_triton_ascend("3.2", applied=False),
+    # every argument by keyword, as its ops name them (a test's mutant of an op reads them so)
+    Calling(forward=(), backward=(), keywords={name: name for name in BWD_ARGS}, backend="backend", config="config"),
+    Claims(), Target.for_triton_ascend("3.2", applied=False),
     distribution="wy_ascend", about="this project's ops")
 
 # fla-ascend's claims, from its source: BT any power of two its UB model tiles (64 in fla's chunk
