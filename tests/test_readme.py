@@ -117,6 +117,22 @@ def test_the_shell_command_runs(cmd: str, how: str, tmp_path: Path, backend: str
     assert run.returncode == 0, f"{how}: exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
 
 
+def test_the_readme_replays_the_whole_store_as_written() -> None:
+    """The README's replay of the store is one of the commands run as written (test_the_shell_command_runs:
+    exit 0 on the README's install), not a cheaper form of it."""
+    assert ("wy-ascend replay regressions/*.json --backend cpu",) * 2 in commands()
+
+
+def test_the_verdict_table_is_the_clis() -> None:
+    """The README's verdicts, their exit statuses and meanings are wy-ascend replay's (cli.VERDICTS)."""
+    from wy_ascend.cli import VERDICTS
+
+    table = README.split("| verdict | exit | meaning |", 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    rows = {cells[0]: (int(cells[1]), cells[2]) for cells in ([c.strip() for c in row.strip("|").split("|")]
+                                                               for row in table)}
+    assert rows == VERDICTS
+
+
 def test_the_speed_figures_are_the_benchmark_pages() -> None:
     """The README's headline ratios against fla-core are the range of docs/benchmarks.md's headline table."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()

@@ -602,6 +602,23 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     return None
 
 
+def missing(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:
+    """What the stored case needs on ``backend`` that this environment lacks, with how to install it:
+    fla-core, for a foreign subject's case or for the differential property's peer (fla-core's kernels
+    of the platform); None where nothing is missing. A replay reports it MISSING, not run."""
+    name = subject or stored.case.subject
+    peer = subjects.SUBJECTS.get(subjects.PLATFORM_PEERS.get(backend, ""))
+    needs = subjects.get(name) if subjects.get(name).foreign else peer if stored.property == "differential" else None
+    if needs is None or needs.version is not None or backend not in needs.backends:
+        return None
+    why = f"subject {name!r}" if needs.name == name else f"the differential property's peer {needs.name!r}"
+    return (f"{subjects.FLA_DIST} is not installed, and {why} is its kernels: python install.py {EXTRA_OF[backend]} "
+            f"--upstream (or --dev)")
+
+
+EXTRA_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}  # install.py's name of each backend
+
+
 def fails_as_recorded(failure: Mapping[str, Any], error: BaseException) -> bool:
     """Whether ``error`` is the failure a file recorded: of its type or a subclass of it, or, where it
     recorded a device fault, any device fault (runner.device_fault). A fault surfaces wherever the device
