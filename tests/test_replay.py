@@ -389,3 +389,14 @@ def test_a_file_whose_fla_core_is_not_installed_is_missing_and_says_what_to_inst
     rows = _table(out)
     assert [rows[f.name][1] for f in (foreign, differential)] == ["MISSING", "MISSING"]
     assert out.count("MISSING: fla-core is not installed") == 2 and "python install.py cpu --upstream" in out
+
+
+def test_a_case_is_described_with_its_dtypes_and_memory_layout() -> None:
+    """The one-line case of ``wy-ascend list`` and of the fuzz suite's live FAILED line names every dtype and
+    the arguments laid out other than contiguously: a widened-gates or memory_layout failure says which."""
+    case = Case(T=16, dtype="bfloat16", beta_dtype="float32", g_dtype="float16", use_g=True,
+                memory={"k": "strided:1", "beta": "transposed:0"})
+    text = store.describe_case(case)
+    assert "B=1 T=16 H=1 HV=1" in text and "bfloat16 beta=float32 g=float16 gate" in text
+    assert "memory=beta:transposed:0,k:strided:1" in text
+    assert "beta=" not in store.describe_case(Case(T=16)) and "memory" not in store.describe_case(Case(T=16))

@@ -744,8 +744,11 @@ def _perf_bound_changes(recorded: Any, now: Metrics) -> list[str]:
 def describe_case(case: Case) -> str:
     """A one-line summary of a case: layout, heads, dims, dtype, gate, data, knobs."""
     layout = f"cu_seqlens={list(case.cu_seqlens)}" if case.cu_seqlens is not None else f"B={case.B} T={case.T}"
-    parts = [layout, f"H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT}", case.dtype,
+    dtypes = case.dtype + "".join(f" {name}={d}" for name, d in (("beta", case.beta_dtype), ("g", case.g_dtype)) if d)
+    parts = [layout, f"H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT}", dtypes,
              "gate" if case.use_g else "no gate", f"dist={case.dist} seed={case.seed}"]
+    if case.memory:
+        parts.append("memory=" + ",".join(f"{k}:{v}" for k, v in sorted(case.memory.items())))
     if case.knobs:
         parts.append("knobs=" + ",".join(f"{k}={v}" for k, v in sorted(case.knobs.items())))
     if case.corruption:
