@@ -133,6 +133,23 @@ def test_the_verdict_table_is_the_clis() -> None:
     assert rows == VERDICTS
 
 
+def ci_commands() -> list[str]:
+    """The nox commands .ci/run runs, in order (continued lines joined, comments dropped)."""
+    text = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
+    return [" ".join(shlex.split(line, comments=True)) for line in text.splitlines() if line.startswith("nox ")]
+
+
+def test_the_documented_ci_commands_are_what_ci_runs() -> None:
+    """docs/ci.md's table of CI steps gives .ci/run's commands, in its order and as written, and the
+    README's fuzz command for CI is one of them."""
+    page = (ROOT / "docs" / "ci.md").read_text()
+    table = page.split("| step | command | what fails it |", 1)[1].split("\n\n", 1)[0]
+    documented = [cmd for row in table.splitlines()[2:] for cmd in re.findall(r"`(nox [^`]*)`", row.split("|")[2])]
+    assert documented == ci_commands()
+    said = re.search(r"CI runs `(nox [^`]*)`", README)
+    assert said and said[1] in ci_commands()
+
+
 def test_the_speed_figures_are_the_benchmark_pages() -> None:
     """The README's headline ratios against fla-core are the range of docs/benchmarks.md's headline table."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
