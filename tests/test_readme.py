@@ -181,6 +181,16 @@ def test_the_documented_ci_commands_are_what_ci_runs() -> None:
     assert said and said[1] in ci_commands()
 
 
+def test_the_changelog_is_by_version_and_ends_at_this_one() -> None:
+    """CHANGELOG.md, which the README names: unreleased changes first, then a section per version, the
+    newest being pyproject.toml's."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    sections = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert "`CHANGELOG.md`" in README and sections[0] == "Unreleased" and sections[1] == version
+
+
 def test_the_speed_figures_are_the_benchmark_pages() -> None:
     """The README's headline ratios against fla-core are the range of docs/benchmarks.md's headline table."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
