@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise
             pinned.write_text(constraints(args.backend))
             print("constraints:\n  " + pinned.read_text().rstrip().replace("\n", "\n  "))
-            run(pip(*(["-e"] if args.dev else []), f"{ROOT}[{extras(args.backend, args.dev, args.upstream)}]", "--constraint", str(pinned)), args.dry_run)
+            requirement = f"{ROOT}[{extras(args.backend, args.dev, args.upstream)}]"
+            run(pip(*(["-e"] if args.dev else []), requirement, "--constraint", str(pinned)), args.dry_run)
         except subprocess.CalledProcessError as e:
             print(f"install.py: pip failed (exit {e.returncode}), its reason above; a failure to resolve or build "
                   "installs nothing, and the commands before it (above) stand", file=sys.stderr)

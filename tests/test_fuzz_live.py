@@ -3,8 +3,8 @@
 A planted failure (a plugin makes ``plan_coverage`` fail on every case, and keeps the item busy
 for ``LINGER_S`` after its minimal case is recorded) must print ``FAILED plan_coverage (<case>):
 <message> -> <file>`` (the case as ``store.describe_case`` gives it) within 5 s of the file's
-modification time, while the item is still running, with and without xdist. The run is a subprocess with its report, Hypothesis storage and regression
-store in a temp directory.
+modification time, while the item is still running, with and without xdist. The run is a
+subprocess with its report, Hypothesis storage and regression store in a temp directory.
 """
 
 from __future__ import annotations
