@@ -3,7 +3,7 @@
     python install.py cpu             # CPU only: torch for the CPU and triton-ascend's interpreter
     python install.py cuda            # NVIDIA GPUs: torch with CUDA and upstream triton 3.6-3.8
     python install.py npu             # Ascend NPUs: after torch and torch_npu for your CANN toolkit
-    python install.py cpu --dev       # editable, with the test tools (pytest, Hypothesis, nox)
+    python install.py cpu --dev       # editable, with the test tools (pytest, Hypothesis, nox) and fla-core
     python install.py cpu --upstream  # with fla-core too: the fuzz suite's fla subjects, the benchmarks' peer
     python install.py cpu --dry-run   # the checks and the pip commands, nothing changed
 
@@ -22,7 +22,12 @@ unreachable ends in an environment whose ``triton`` is the wrong one. This scrip
    ``triton`` (``triton<0`` or ``triton-ascend<0``): anything that would bring it makes pip
    fail before it installs;
 4. checks that the backend's Triton loads (on a machine without the backend's device it says
-   so and stops there).
+   so and stops there);
+5. records what it installed in the environment (``STAMP``): ``nox`` runs its sessions in the
+   environment this script built (noxfile.py) and installs nothing more where the record matches.
+
+``--dev`` takes fla-core too (the ``upstream`` extra): the regression store holds fla-core's finds,
+and the differential property runs every case on fla-core's kernels as well.
 
 Standard library only: it runs before anything is installed.
 """
@@ -30,6 +35,7 @@ Standard library only: it runs before anything is installed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shlex
 import subprocess
@@ -45,6 +51,25 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 EXTRA = {"cpu": "cpu", "cuda": "cuda", "npu": "npu"}
 FORBIDDEN = {"cpu": "triton", "cuda": "triton-ascend", "npu": "triton"}
 FRESH = "python -m venv .venv && . .venv/bin/activate && python install.py {backend}"
+STAMP = "wy-ascend-installed"  # in the environment's prefix: one line per install this script made there
+
+
+def extras(backend: str, dev: bool, upstream: bool) -> str:
+    """The package's extras for an install: the backend's, and with ``dev`` the test tools and fla-core."""
+    return ",".join([EXTRA[backend], *(["test", "upstream"] if dev else ["upstream"] if upstream else [])])
+
+
+def install_key(backend: str, dev: bool, upstream: bool = False) -> str:
+    """What an install puts into an environment: editable or not, the extras and pyproject.toml's hash
+    (a changed pyproject.toml is another install). noxfile.py compares it with the environment's STAMP."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    return f"{'-e ' if dev else ''}.[{extras(backend, dev, upstream)}] pyproject:{digest}"
+
+
+def installed(prefix: str | Path, key: str) -> bool:
+    """Whether the environment at ``prefix`` records the install ``key`` (``install_key``) as done."""
+    stamp = Path(prefix, STAMP)
+    return stamp.is_file() and key in stamp.read_text().splitlines()
 
 
 def version(dist: str) -> str | None:
@@ -135,7 +160,8 @@ def run(command: list[str], dry_run: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python install.py", description=__doc__.split("\n\n")[0])
     p.add_argument("backend", choices=sorted(EXTRA), help="what the kernels will run on")
-    p.add_argument("--dev", action="store_true", help="editable install with the test tools (the `test` extra)")
+    p.add_argument("--dev", action="store_true",
+                   help="editable install with the test tools and fla-core (the `test` and `upstream` extras)")
     p.add_argument("--upstream", action="store_true", help="also fla-core (the `upstream` extra): the fla subjects")
     p.add_argument("--dry-run", action="store_true", help="print the checks and the pip commands, change nothing")
     args = p.parse_args(argv)
@@ -145,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"environment {sys.prefix}: torch {version('torch') or 'not installed'}, "
           f"{FORBIDDEN[args.backend]} not installed", flush=True)
-    extras = ",".join([EXTRA[args.backend], *(["test"] if args.dev else []), *(["upstream"] if args.upstream else [])])
     with tempfile.TemporaryDirectory() as tmp:
         pinned = Path(tmp, "constraints.txt")
         try:
@@ -160,13 +185,17 @@ def main(argv: list[str] | None = None) -> int:
                     raise
             pinned.write_text(constraints(args.backend))
             print("constraints:\n  " + pinned.read_text().rstrip().replace("\n", "\n  "))
-            run(pip(*(["-e"] if args.dev else []), f"{ROOT}[{extras}]", "--constraint", str(pinned)), args.dry_run)
+            requirement = f"{ROOT}[{extras(args.backend, args.dev, args.upstream)}]"
+            run(pip(*(["-e"] if args.dev else []), requirement, "--constraint", str(pinned)), args.dry_run)
         except subprocess.CalledProcessError as e:
             print(f"install.py: pip failed (exit {e.returncode}), its reason above; a failure to resolve or build "
                   "installs nothing, and the commands before it (above) stand", file=sys.stderr)
             return 1
     if args.dry_run:
         return 0
+    if not installed(sys.prefix, key := install_key(args.backend, args.dev, args.upstream)):
+        with Path(sys.prefix, STAMP).open("a") as f:
+            f.write(key + "\n")
     result = subprocess.run(check_command(args.backend))
     if result.returncode != 0 and args.backend != "cpu":
         print(f"installed; the {args.backend} backend cannot run on this machine (above): it needs its device")

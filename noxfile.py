@@ -4,28 +4,26 @@
     nox -s fuzz                          # fuzz suite, dev profile, cpu backend (Triton interpreter)
     nox -s fuzz -- --profile ci -n 2     # what CI runs: derandomized, a fixed budget (docs/ci.md)
     nox -s fuzz -- --profile nightly --backend npu -n 8    # one xdist worker per NPU
-    nox -s regress -- --backend cuda     # replay every case in regressions/
+    nox -s regress -- --backend cuda     # replay every case in regressions/ (the fuzz session does not)
     nox -s bench -- --backend cuda
     nox -s lower_cuda                    # the cuda specializations through upstream Triton (own environment)
     nox --no-venv -s fuzz -- --backend npu   # use the current environment (preinstalled torch_npu/CANN)
 
 The backend (``--backend NAME`` in the posargs, else ``WY_ASCEND_BACKEND``, else cpu) picks the
-extra to install: ``.[cpu,test]`` (triton-ascend's interpreter), ``.[cuda,test]`` (cuda and
-npu-cuda) or ``.[npu,test]``. On the CPU torch's CPU build, ``torch==2.13.0+cpu``, is installed
-first, from a local wheel (``WY_ASCEND_WHEELS``, default /opt/wheels) or else PyTorch's CPU index,
-then the package under constraints that keep it and forbid upstream triton (install.py does the
-same for an environment of one's own).
-
-One environment per backend extra, shared by every session: ``.nox/cpu`` (``.[cpu,test]``),
-``.nox/cuda`` or ``.nox/npu``, built once with uv when it is on the PATH (else virtualenv, without
-a word) and reused while pyproject.toml and the packages asked for stay the same. ``nox -s tests``
-then ``nox -s fuzz`` build one environment and install into it once. ``--no-venv`` runs in the
-current environment as before; ``--no-reuse-existing-virtualenvs`` rebuilds the shared one.
+environment, one per backend extra, shared by every session: ``.venv`` for cpu (the README's, where
+``wy-ascend`` and the tests run too), ``.nox/cuda`` (cuda and npu-cuda) or ``.nox/npu``. Where it does
+not hold the install yet, nox creates it (virtualenv, with pip) and runs ``python install.py <extra>
+--dev`` in it, the README's install: torch's CPU build first on the cpu, the package editable with the
+test tools and fla-core, upstream and triton-ascend kept apart. install.py records what it installed
+(``install.STAMP``); a session installs nothing where the record matches, so the README's install
+followed by ``nox -s tests`` installs once. ``--no-venv`` runs in the current environment as it is;
+``--no-reuse-existing-virtualenvs`` rebuilds the environment.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import signal
@@ -37,14 +35,17 @@ import nox
 import nox.virtualenv
 
 nox.options.reuse_existing_virtualenvs = True
-nox.options.default_venv_backend = "uv|virtualenv"  # the shared environments: uv when present, else virtualenv
+nox.options.default_venv_backend = "uv|virtualenv"  # lower_cuda's environment: uv when present, else virtualenv
 
 BACKENDS = ("cpu", "cuda", "npu", "npu-cuda")
 EXTRA = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}
-TORCH_CPU = "torch==2.13.0+cpu"  # the local version pins the CPU build: PyPI's 2.13.0 is a CUDA one
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+ROOT = Path(__file__).resolve().parent
+ENVIRONMENT = {"cpu": ".venv", "cuda": ".nox/cuda", "npu": ".nox/npu"}  # per backend extra: where its sessions run
+_spec = importlib.util.spec_from_file_location("wy_install", ROOT / "install.py")
+assert _spec is not None and _spec.loader is not None
+INSTALL = importlib.util.module_from_spec(_spec)  # install.py: the README's install, and its record
+_spec.loader.exec_module(INSTALL)
 UPSTREAM_TRITON = "triton==3.6.0"  # what the lent H200s run (nox -s lower_cuda)
-WHEELS = Path(os.environ.get("WY_ASCEND_WHEELS", "/opt/wheels"))
 VERSIONS = """
 import platform, sys
 from importlib.metadata import PackageNotFoundError, version
@@ -77,64 +78,45 @@ def backend_of(session: nox.Session) -> str:
     return name
 
 
-def install(session: nox.Session, *extras: str, packages: tuple[str, ...] = ()) -> str:
-    """Install the package with the backend's extra, ``test``, ``upstream`` (fla-core: the fuzz suite's
-    foreign subjects, pure Python) and ``extras`` into the backend's shared environment
-    (``use_shared_env``), the same for every session so that it installs once; print versions;
-    return the backend."""
+def install(session: nox.Session, packages: tuple[str, ...] = ()) -> str:
+    """Attach the backend's environment (``ENVIRONMENT``, ``use_shared_env``) and, unless it records the
+    install already, run the README's install in it (``python install.py <extra> --dev``); then install
+    ``packages`` (once); print versions; return the backend."""
     backend = backend_of(session)
-    env = use_shared_env(session, EXTRA[backend])
+    extra = EXTRA[backend]
+    env = use_shared_env(session, ENVIRONMENT[extra], pip=True)
     if env == "current":
         session.log("no virtualenv (--no-venv): using the current environment as it is")
     elif env == "install":
-        spec = f".[{','.join(dict.fromkeys((EXTRA[backend], 'test', 'upstream', *extras)))}]"
-
-        def steps() -> None:
-            pins: tuple[str, ...] = ()
-            if EXTRA[backend] == "cpu":
-                install_torch_cpu(session)
-                pins = ("--constraint", str(constraints(session, ["triton<0", TORCH_CPU])))
-            session.install("-e", spec, *packages, *pins)
-
-        if not install_once(session, _install_key(spec, packages), steps):
-            session.log(f"{' '.join((spec, *packages))} already installed (pyproject.toml unchanged)")
+        location = session.virtualenv.location  # type: ignore[attr-defined]
+        if INSTALL.installed(location, INSTALL.install_key(extra, dev=True)):
+            session.log(f"{location}: install.py {extra} --dev installed already (pyproject.toml unchanged)")
+        else:
+            session.run("python", "install.py", extra, "--dev")
+        if packages:
+            install_once(session, " ".join(sorted(packages)), lambda: session.install(*packages))
     session.run("python", "-c", VERSIONS, backend, log=False)
     return backend
 
 
 def install_once(session: nox.Session, key: str, steps: Callable[[], None]) -> bool:
-    """Run the install ``steps`` unless the session's environment records ``key`` (what they install,
-    ``_install_key``) as done; record it after. Returns whether they ran."""
-    stamp = Path(session.virtualenv.location, "wy-ascend-installed")  # type: ignore[attr-defined]
-    if stamp.is_file() and key in stamp.read_text().splitlines():
+    """Run the install ``steps`` unless the session's environment records ``key`` (what they install)
+    as done (install.py's record, ``INSTALL.STAMP``); record it after. Returns whether they ran."""
+    location = session.virtualenv.location  # type: ignore[attr-defined]
+    if INSTALL.installed(location, key):
         return False
     steps()
-    with stamp.open("a") as f:
+    with Path(location, INSTALL.STAMP).open("a") as f:
         f.write(key + "\n")
     return True
 
 
-def install_torch_cpu(session: nox.Session) -> None:
-    """torch's CPU build (the local wheel, else PyTorch's CPU index), installed first: a package's
-    plain ``torch`` requirement alone would let pip pick a multi-GB CUDA build that brings upstream
-    triton. Where neither source has it, the install fails before anything else is installed."""
-    local = WHEELS.is_dir() and any(WHEELS.glob("torch-2.13.0+cpu-*.whl"))
-    session.install(TORCH_CPU, *(["--find-links", str(WHEELS)] if local else ["--extra-index-url", TORCH_CPU_INDEX]))
-
-
-def constraints(session: nox.Session, lines: list[str]) -> Path:
-    """A pip constraints file of ``lines`` in the session's environment (``triton<0``: anything that
-    would bring upstream triton over triton-ascend's ``triton`` module makes the install fail)."""
-    path = Path(session.virtualenv.location, "constraints.txt")  # type: ignore[attr-defined]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def use_shared_env(session: nox.Session, name: str) -> str:
-    """Point ``session`` at ``.nox/<name>``, the environment of every session that installs the
-    same packages (one per backend extra), creating it on first use (nox's backends in order:
-    uv when present, else virtualenv). Returns "install", or "keep" (``--no-install`` and the
-    environment existed: nox skips installs), or "current" (``--no-venv``: no environment made).
+def use_shared_env(session: nox.Session, path: str, pip: bool = False) -> str:
+    """Point ``session`` at ``path`` (relative to the repository), the environment of every session
+    that installs the same packages, creating it on first use (nox's backends in order: uv when
+    present, else virtualenv; with ``pip``, virtualenv or venv: install.py runs pip). Returns
+    "install", or "keep" (``--no-install`` and the environment existed: nox skips installs), or
+    "current" (``--no-venv``: no environment made).
 
     The sessions are declared without an environment of their own (``venv_backend="none"``), so
     nox builds none per session; this attaches the shared one as the session's environment.
@@ -146,17 +128,23 @@ def use_shared_env(session: nox.Session, name: str) -> str:
     if config.force_venv_backend == "none":
         return "current"
     backends = (config.force_venv_backend or config.default_venv_backend or "virtualenv").split("|")
+    if pip:
+        backends = [b for b in backends if b in ("virtualenv", "venv")] or ["virtualenv"]
     venv = nox.virtualenv.get_virtualenv(*backends, download_python="never",
-                                         envdir=os.path.join(config.envdir, name),
+                                         envdir=str(ROOT / path),
                                          reuse_existing=runner.reuse_existing_venv(), interpreter=runner.func.python)
+    tag = Path(venv.location).parent / "CACHEDIR.TAG"  # nox marks an environment's parent as a cache
+    tagged = tag.exists()
     existed = not venv.create()
+    if not tagged and tag.parent == ROOT:
+        tag.unlink(missing_ok=True)  # the checkout itself (.venv's parent) is no cache to skip in backups
     runner.venv = venv
     session.env["NOX_CURRENT_SESSION"] = session.name
     return "keep" if config.no_install and existed else "install"
 
 
 def _install_key(spec: str, packages: tuple[str, ...]) -> str:
-    """What an install put into the environment: the requirement, the packages and pyproject.toml's hash."""
+    """What lower_cuda's install put into its environment: the requirement, the packages and pyproject.toml's hash."""
     digest = hashlib.sha256(Path("pyproject.toml").read_bytes()).hexdigest()[:16]
     return " ".join((spec, *sorted(packages), f"pyproject:{digest}"))
 
@@ -186,17 +174,19 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
-    """Fuzz suite and regression replay (pytest fuzz/); posargs: --profile, --backend, --subject, -n N (cpu: -n auto)."""
+    """Fuzz suite (pytest fuzz/, less the store's replay: nox -s regress); posargs: --profile, --backend,
+    --subject, -n N (cpu: -n auto), -v (Hypothesis' statistics too)."""
     backend = install(session)
     args = _workers(backend, list(session.posargs))
     with _sigterm_as_interrupt():
         # nox passes an interrupt on as SIGINT, then waits this long before it terminates pytest:
         # time to stop the xdist workers and write fuzz-report.json (fuzz/conftest.py).
-        session.run("python", "-m", "pytest", "fuzz/", "--hypothesis-show-statistics", *args, env=_env(backend),
+        session.run("python", "-m", "pytest", "fuzz/", f"--ignore={REPLAY_TESTS}", *args, env=_env(backend),
                     interrupt_timeout=FUZZ_REPORT_GRACE_S)
 
 
 FUZZ_REPORT_GRACE_S = 120.0
+REPLAY_TESTS = "fuzz/test_regressions.py"  # the store's replay, one item a file: the regress session
 
 
 def _workers(backend: str, args: list[str]) -> list[str]:
@@ -231,8 +221,7 @@ def example(session: nox.Session) -> None:
     """The example outside subject (examples/natural_gate_wy) installed as its developer would, and fuzzed from
     its own directory by its entry point (docs/subjects.md); posargs go to ``wy-ascend fuzz`` (default: the ci
     profile on 2 workers)."""
-    backend = install(session)
-    install_once(session, f"example {EXAMPLE}", lambda: session.install("--no-deps", "-e", EXAMPLE))
+    backend = install(session, packages=("--no-deps", "-e", EXAMPLE))
     session.chdir(EXAMPLE)
     args = list(session.posargs) or ["--profile", "ci", "-n", "2"]
     with _sigterm_as_interrupt():
@@ -244,7 +233,7 @@ def example(session: nox.Session) -> None:
 def regress(session: nox.Session) -> None:
     """Replay every stored minimal case in regressions/, every subject's (pytest fuzz/test_regressions.py)."""
     backend = install(session)
-    session.run("python", "-m", "pytest", "fuzz/test_regressions.py", *session.posargs, env=_env(backend))
+    session.run("python", "-m", "pytest", REPLAY_TESTS, *session.posargs, env=_env(backend))
 
 
 @nox.session(default=False, venv_backend="none")
@@ -262,8 +251,7 @@ def replay(session: nox.Session) -> None:
 @nox.session(default=False, venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Benchmarks (pytest benchmarks/ with pytest-benchmark); the peer (fla-core) on CUDA backends."""
-    backend = backend_of(session)
-    install(session, *(("peer",) if EXTRA[backend] == "cuda" else ()))
+    backend = install(session)  # fla-core, the peer, comes with install.py's --dev
     session.run("python", "-m", "pytest", "benchmarks/", "--benchmark-only", "--benchmark-sort=name",
                 "--benchmark-columns=min,median,mean,stddev,rounds", *session.posargs, env=_env(backend))
 
@@ -290,11 +278,11 @@ def lower_cuda(session: nox.Session) -> None:
     triton). Its frontend rejects code triton-ascend's accepts, which ``lower`` cannot see. Its own
     environment, ``.nox/cuda-lower``: torch for the CPU, upstream triton, the package without deps."""
     def steps() -> None:
-        install_torch_cpu(session)
+        session.install(*INSTALL.torch_command()[4:])  # torch's CPU build, from where install.py takes it
         session.install(UPSTREAM_TRITON, "numpy<2.3")
         session.install("-e", ".", "--no-deps")
 
-    if use_shared_env(session, "cuda-lower") == "install":
+    if use_shared_env(session, ".nox/cuda-lower") == "install":
         install_once(session, _install_key(".", (UPSTREAM_TRITON,)), steps)
     session.run("python", "-m", "wy_ascend.lowering", *_without_backend(list(session.posargs)))
 

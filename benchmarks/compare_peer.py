@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     _spin_up()
     copy_bw = device_limits("cuda")[0]
-    print(f"copy bandwidth: {copy_bw / 1e6:.0f} GB/s", flush=True)
+    matmul = _matmul_tflops()
+    print(f"copy bandwidth: {copy_bw / 1e6:.0f} GB/s; bf16 matrix product: {matmul:.0f} TFLOP/s", flush=True)
     for name in names:
         shape = table[name]
         by_op = _calls(name, args.backend, args.tile_cap, peer is not None)
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         del by_op, providers, calls
         torch.cuda.empty_cache()
         if args.json:
-            _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds, copy_bw=copy_bw)
+            _write(args.json, rows, warm_jobs=args.warm_jobs, rounds=args.rounds, copy_bw=copy_bw, matmul=matmul)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  python {platform.python_version()}")
     print(f"{'shape':34s} {'op':4s} {'provider':10s} {'ms':>8s} {'GB/s':>8s} {'HBM%':>6s} {'copy%':>6s} {'ours/fla':>8s} "
           f"{'kern ms':>8s} {'kern o/f':>8s}")
@@ -144,6 +145,16 @@ def _kernel_ms(fn: Callable[[], Any], calls: int = 20) -> float:
             fn()
         torch.cuda.synchronize()
     return sum(e.device_time_total for e in prof.key_averages()) / calls / 1e3
+
+
+def _matmul_tflops(n: int = 8192) -> float:
+    """The device's dense bf16 matrix rate in TFLOP/s: an n x n x n product of random data (do_bench median),
+    the roofline's second limit (benchmarks/roofline.py) beside the copy bandwidth."""
+    import triton.testing
+
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ms = triton.testing.do_bench(lambda: a @ b, warmup=25, rep=100)
+    return 2 * n**3 / ms / 1e9
 
 
 def _spin_up(seconds: float = 2.0) -> None:
@@ -189,8 +200,10 @@ def _warm(names: list[str], args: argparse.Namespace) -> None:
     print(f"warm-up of {len(names)} shapes: {done.summary()}", flush=True)
 
 
-def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1, copy_bw: float = 0.0) -> None:
-    """The rows so far with the device, versions, command, warm-up and copy bandwidth (replaced atomically)."""
+def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1, copy_bw: float = 0.0,
+           matmul: float = 0.0) -> None:
+    """The rows so far with the device, versions, command, warm-up, copy bandwidth and matrix rate (replaced
+    atomically)."""
     import triton
 
     versions = dict(torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
@@ -199,7 +212,7 @@ def _write(path: str, rows: list[dict], warm_jobs: int = 0, rounds: int = 1, cop
     with open(tmp, "w") as fh:
         json.dump(dict(device=torch.cuda.get_device_name(), versions=versions,
                        command=" ".join(["python", *sys.argv]), warm_jobs=warm_jobs, rounds=rounds,
-                       copy_GBps=copy_bw / 1e6,
+                       copy_GBps=copy_bw / 1e6, matmul_TFLOPs=matmul,
                        autotune=os.environ.get("WY_ASCEND_AUTOTUNE", "1"), rows=rows), fh, indent=1)
     os.replace(tmp, path)
 

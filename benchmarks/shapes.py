@@ -29,10 +29,8 @@ class Shape:
         """Realistic inputs on ``device`` (L2-normalized keys, beta in (0,1), chunk-local log2 gates)."""
         gen = torch.Generator(device=device).manual_seed(seed)
         B, T, H, HV, K, V, BT = self.B, self.T, self.H, self.HV, self.K, self.V, self.BT
-        cu = None
-        if self.n_seqs:
-            cuts = torch.randperm(T - 1, generator=torch.Generator().manual_seed(seed))[: self.n_seqs - 1] + 1
-            cu = torch.cat([torch.tensor([0]), cuts.sort().values, torch.tensor([T])]).to(device)
+        cu = self.cu_seqlens(seed)
+        cu = None if cu is None else cu.to(device)
         k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=device, generator=gen), dim=-1)
         v = torch.randn(B, T, HV, V, device=device, generator=gen)
         beta = torch.rand(B, T, HV, device=device, generator=gen)
@@ -47,6 +45,31 @@ class Shape:
                                                                                      generator=gen)
         cast = {n: x.to(dtype) for n, x in dict(k=k, v=v, beta=beta, A=A, dw=dw, du=du).items()}
         return dict(**cast, g=g.float(), cu_seqlens=cu)
+
+    def cu_seqlens(self, seed: int = 0) -> torch.Tensor | None:
+        """The packed sequences' boundaries (on the host; drawn from ``seed``), None when fixed-length."""
+        if not self.n_seqs:
+            return None
+        cuts = torch.randperm(self.T - 1, generator=torch.Generator().manual_seed(seed))[: self.n_seqs - 1] + 1
+        return torch.cat([torch.tensor([0]), cuts.sort().values, torch.tensor([self.T])])
+
+    def chunks(self, seed: int = 0) -> int:
+        """(chunk, batch) pairs the kernels run per value head: B * ceil(T / BT), or per sequence when packed."""
+        cu = self.cu_seqlens(seed)
+        if cu is None:
+            return self.B * -(-self.T // self.BT)
+        return int(sum(-(-int(n) // self.BT) for n in cu.diff()))
+
+    def flops_fwd(self) -> int:
+        """Matrix-product FLOPs of the forward: w = A (k*beta*exp2(g)) and u = A (v*beta) per chunk and value
+        head, in full BT x BT tiles (what the kernels compute; a short last chunk is padded)."""
+        return 2 * self.BT * self.BT * (self.K + self.V) * self.chunks() * self.HV
+
+    def flops_bwd(self) -> int:
+        """Matrix-product FLOPs of the backward's fewest products per chunk and value head: dA's two
+        (dw (k*beta*eg)^T, du (v*beta)^T), A^T dw and A^T du, k k^T, the two BT x BT x BT products of
+        dM = A^T dA A^T and the symmetric dL term times k: 2 BT^2 (4K + 2V + 2BT)."""
+        return 2 * self.BT * self.BT * (4 * self.K + 2 * self.V + 2 * self.BT) * self.chunks() * self.HV
 
     def bytes_fwd(self, itemsize: int = 2, gate_itemsize: int = 4) -> int:
         """Compulsory traffic of the forward: read k, v, beta, g, A; write w, u."""

@@ -18,8 +18,9 @@ test runs. npu: if ``ASCEND_RT_VISIBLE_DEVICES`` lists devices, the worker keeps
 ``torch.cuda.set_device(K mod count)``. Tensors built on ``"npu"``/``"cuda"`` then land on the
 worker's device. ``WY_ASCEND_NO_DEVICE_MAP=1`` turns the binding off.
 
-Every run prints Hypothesis' statistics and a summary (cases per property, failures, cases per
-second) and writes the report: ``{profile, backend, interrupted, properties: {name: {cases,
+Every run prints the reason of every skip and a summary (``summary_lines``: cases, failures, seconds
+and cases per second per property, the failures, where the report is; with ``-v`` also the time
+breakdown and Hypothesis' statistics) and writes the report: ``{profile, backend, interrupted, properties: {name: {cases,
 failures, seconds, cpu_seconds, cases_per_second, warm_cases, warm_seconds,
 warm_cases_per_second}}, regressions: [paths], failures: [...], elapsed_seconds, total_cases,
 cases_per_second, warm_cases_per_second_per_worker, workers: {worker: device}, tests: {nodeid:
@@ -35,7 +36,7 @@ written when a property test ran (a replay of regressions/ alone leaves an earli
 place).
 
 Live failure lines: the controller (or the main process) polls the progress files below every
-half second and prints ``FAILED <property>: <message> -> <regression file>`` for each minimal
+half second and prints ``FAILED <property> (<case>): <message> -> <regression file>`` for each minimal
 failing case a worker records, within a second of its file being written, while the run goes on
 (the ``F`` and the full report come when the item ends, after Hypothesis has finished with it).
 A line per final minimal case only: the examples Hypothesis sees failing while it shrinks are
@@ -166,8 +167,21 @@ def pytest_configure(config: pytest.Config) -> None:
         share_cores(xdist_workers(config.getoption("numprocesses", None)))
     _check_backend(run.backend)
     _prepare_pool(config, run)
-    config.option.hypothesis_show_statistics = True
+    # Hypothesis' statistics (some 100 lines a run) behind -v; every skip's reason shown
+    config.option.hypothesis_show_statistics = config.option.hypothesis_show_statistics or config.option.verbose > 0
+    _show_skip_reasons(config)
     config.pluginmanager.register(FuzzReport(config, run, bound, started), "wy_fuzz_report")
+
+
+def _show_skip_reasons(config: pytest.Config) -> None:
+    """``-rs`` unless the command line turned the summary off (``-rN``): a skipped property says why."""
+    chars = config.option.reportchars or ""
+    if "N" in chars:
+        return
+    config.option.reportchars = chars + "s"
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and "s" not in terminal.reportchars:  # configured before this conftest was
+        terminal.reportchars += "s"
 
 
 def _prepare_pool(config: pytest.Config, run: RunConfig) -> None:
@@ -452,47 +466,13 @@ class FuzzReport:
         path = self.config.getoption("--fuzz-report") or os.environ.get(REPORT_ENV) or DEFAULT_REPORT
         return Path(self.config.invocation_params.dir, path)
 
-    @pytest.hookimpl(trylast=True)  # after Hypothesis' statistics: the summary table is the run's last word
+    @pytest.hookimpl(trylast=True)  # after Hypothesis' statistics
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or self.final is None:
             return
-        s = self.final
-        tr = terminalreporter
-        tr.section("wy_ascend fuzz summary")
-        if s["interrupted"]:
-            tr.write_line("interrupted: partial counts (the properties cut short included)", yellow=True)
-        tr.write_line(f"profile {s['profile']}, backend {s['backend']}, {s['total_cases']} cases in "
-                      f"{s['elapsed_seconds']:.1f} s ({s['cases_per_second']} cases/s)")
-        tr.write_line(f"warm cases (no new compile): {s['warm_cases_per_second_per_worker']} cases/s per worker")
-        tr.write_line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cpu s':>10}{'cases/s':>10}"
-                      f"{'warm':>8}{'warm/s':>10}")
-        for name, p in s["properties"].items():
-            rate, warm = (f"{r:.2f}" if r else "-" for r in (p["cases_per_second"], p["warm_cases_per_second"]))
-            tr.write_line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}"
-                          f"{p['cpu_seconds']:>10.1f}{rate:>10}{p['warm_cases']:>8}{warm:>10}")
-        self.write_time(tr, s)
-        tr.write_line(f"kernel specializations launched: {len(s['specializations'])}")
-        pool = pool_line(s)
-        if pool is not None:
-            tr.write_line(pool, yellow=bool(s["pool_without_cases"]))
-        if s["warmup_slow"]:
-            tr.write_line(f"pool entries left out, compiling past the warm-up deadline: {', '.join(s['warmup_slow'])}",
-                          yellow=True)
-        for f in s["failures"]:
-            tr.write_line(f"FAILED {f['property']}: {f['message']}", red=True)
-            tr.write_line(f"    regression file: {f['regression'] or '(not recorded)'}")
-        tr.write_line(f"report: {self.path}")
-
-    @staticmethod
-    def write_time(tr: Any, s: dict[str, Any]) -> None:
-        """The time breakdown: a row per property and the run's columns (worker-seconds)."""
-        t = s["time"]
-        tr.write_line(f"time in worker-seconds ({t['workers']} worker(s) x {t['wall_seconds']:.1f} s wall = "
-                      f"{t['worker_seconds']:.1f} s):")
-        tr.write_line(f"{'property':<20}" + "".join(f"{c.replace('_', ' '):>11}" for c in CASE_COLUMNS))
-        for name, p in s["properties"].items():
-            tr.write_line(f"{name:<20}" + "".join(f"{p['time'][c]:>11.1f}" for c in CASE_COLUMNS))
-        tr.write_line(", ".join(f"{c.replace('_', ' ')} {t['columns'][c]:.1f}" for c in RUN_COLUMNS))
+        terminalreporter.section("wy_ascend fuzz summary")
+        for line, markup in summary_lines(self.final, self.path, verbose=self.config.option.verbose > 0):
+            terminalreporter.write_line(line, **markup)
 
     @pytest.hookimpl(trylast=True)  # after xdist's sessionfinish, which stops the workers
     def pytest_sessionfinish(self, exitstatus: int) -> None:
@@ -511,13 +491,61 @@ class FuzzReport:
         shutil.rmtree(self.parts, ignore_errors=True)  # in the report now (or nothing ran)
 
 
+def summary_lines(s: dict[str, Any], path: Path, verbose: bool = False) -> list[tuple[str, dict[str, bool]]]:
+    """The end-of-run summary of report ``s`` (written to ``path``): the run's cases and time, a row per
+    property (cases, failures, seconds, cases/s), the failures, where the report is; with ``verbose`` also
+    the warm rates and where every worker-second went (the report holds them all). Lines with their markup."""
+    out: list[tuple[str, dict[str, bool]]] = []
+
+    def line(text: str, **markup: bool) -> None:
+        out.append((text, markup))
+
+    if s["interrupted"]:
+        line("interrupted: partial counts (the properties cut short included)", yellow=True)
+    line(f"profile {s['profile']}, backend {s['backend']}, subject {s.get('subject', 'wy_ascend')}: "
+         f"{s['total_cases']} cases in {s['elapsed_seconds']:.1f} s ({s['cases_per_second']} cases/s)")
+    if verbose:
+        line(f"warm cases (no new compile): {s['warm_cases_per_second_per_worker']} cases/s per worker")
+    line(f"{'property':<20}{'cases':>8}{'failures':>10}{'seconds':>10}{'cases/s':>10}"
+         + (f"{'cpu s':>10}{'warm':>8}{'warm/s':>10}" if verbose else ""))
+    for name, p in s["properties"].items():
+        rate, warm = (f"{r:.2f}" if r else "-" for r in (p["cases_per_second"], p["warm_cases_per_second"]))
+        line(f"{name:<20}{p['cases']:>8}{p['failures']:>10}{p['seconds']:>10.1f}{rate:>10}"
+             + (f"{p['cpu_seconds']:>10.1f}{p['warm_cases']:>8}{warm:>10}" if verbose else ""))
+    if verbose:
+        out.extend((text, {}) for text in time_lines(s))
+        line(f"kernel specializations launched: {len(s['specializations'])}")
+    pool = pool_line(s)
+    if pool is not None:
+        line(pool, yellow=bool(s["pool_without_cases"]))
+    if s["warmup_slow"]:
+        line(f"pool entries left out, compiling past the warm-up deadline: {', '.join(s['warmup_slow'])}", yellow=True)
+    for f in s["failures"]:
+        line(f"FAILED {f['property']} ({_described(f.get('case'))}): {f['message']}", red=True)
+        line(f"    regression file: {f['regression'] or '(not recorded)'}")
+    line(f"report: {path}" + ("" if verbose else "; -v adds the time by phase and Hypothesis' statistics"))
+    return out
+
+
+def time_lines(s: dict[str, Any]) -> list[str]:
+    """The time breakdown: a row per property and the run's columns (worker-seconds)."""
+    t = s["time"]
+    width = max(11, *(len(c) + 2 for c in CASE_COLUMNS))  # a space between any two column names
+    lines = [f"time in worker-seconds ({t['workers']} worker(s) x {t['wall_seconds']:.1f} s wall = "
+             f"{t['worker_seconds']:.1f} s):",
+             f"{'property':<20}" + "".join(f"{c.replace('_', ' '):>{width}}" for c in CASE_COLUMNS)]
+    lines += [f"{name:<20}" + "".join(f"{p['time'][c]:>{width}.1f}" for c in CASE_COLUMNS)
+              for name, p in s["properties"].items()]
+    return [*lines, ", ".join(f"{c.replace('_', ' ')} {t['columns'][c]:.1f}" for c in RUN_COLUMNS)]
+
+
 class LiveFailures:
     """Prints a line for each failure recorded in the progress files, as it is recorded.
 
     A failure's regression file is written in the process that ran the case (an xdist worker,
     or the main process) just before ``Tally.fail`` rewrites that process's progress file
     (fuzz/test_fuzz.py ``_record``). A thread of the controller reads the progress files every
-    ``POLL_S`` seconds and writes ``FAILED <property>: <message> -> <file>`` for each failure
+    ``POLL_S`` seconds and writes ``FAILED <property> (<case>): <message> -> <file>`` for each failure
     it has not printed yet. It writes to a copy of file descriptor 1 taken at configure time:
     without xdist the tests run in this process, and pytest's capture points fd 1 elsewhere
     while an item runs.
@@ -574,7 +602,8 @@ class LiveFailures:
         file = failure.get("regression")
         if file and Path(file).is_absolute() and Path(file).is_relative_to(self.root):
             file = str(Path(file).relative_to(self.root))
-        return f"FAILED {failure.get('property')}: {failure.get('message')} -> {file or '(not recorded)'}"
+        return f"FAILED {failure.get('property')} ({_described(failure.get('case'))}): {failure.get('message')} " \
+               f"-> {file or '(not recorded)'}"
 
     def write(self, line: str) -> None:
         if self.fd is None:
@@ -584,6 +613,17 @@ class LiveFailures:
             os.write(self.fd, f"\n{text}\n".encode(errors="replace"))
         except OSError:
             pass
+
+
+def _described(case: Any) -> str:
+    """The failing case in one line (store.describe_case: layout, heads, dims, dtypes, knobs), or what it is."""
+    from wy_ascend.testing.case import Case
+    from wy_ascend.testing.store import describe_case
+
+    try:
+        return describe_case(Case.from_dict(case))
+    except Exception:  # noqa: BLE001 - a line about a failure never fails; the file holds the case
+        return "case not readable"
 
 
 def _property_of(nodeid: str) -> str | None:

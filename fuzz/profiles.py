@@ -4,7 +4,7 @@
 profile    runs on     what it does
 =========  ==========  ===========================================================================
 ci         CPU         derandomized (the same examples every run, no database), a fixed budget
-                       that finishes in about 40 s on an idle 2-core machine (2 xdist workers, store left to regress).
+                       (CI: 2 xdist workers; the store is left to regress); its summary gives its time.
 dev        CPU         the local default: random examples, the shared example database, ci's budget.
 nightly    npu / cuda  long: ~20x ci's budget, cases up to 64k tokens, hundreds of sequences and
                        HV up to 32, one case in eight an accelerator-sized one (see ``large``);
@@ -162,7 +162,7 @@ NIGHTLY_POOL = 24
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("ci", "CPU CI: derandomized, fixed budget (~40 s on 2 idle cores)", CI_EXAMPLES, derandomize=True),
+        Profile("ci", "CPU CI: derandomized, a fixed number of examples per property", CI_EXAMPLES, derandomize=True),
         Profile("dev", "local default: random, shared database, ci's budget", CI_EXAMPLES),
         # Not index_width: on a device it runs the problem at its real size (2**31 elements and more), tens
         # of GiB a case (36-60 GiB processes ran an H200 nightly out of memory); the large profile runs it.

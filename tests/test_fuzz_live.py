@@ -1,10 +1,10 @@
 """The live failure line of the fuzz suite (fuzz/conftest.py ``LiveFailures``).
 
 A planted failure (a plugin makes ``plan_coverage`` fail on every case, and keeps the item busy
-for ``LINGER_S`` after its minimal case is recorded) must print ``FAILED plan_coverage: <message>
--> <file>`` within 5 s of the file's modification time, while the item is still running, with
-and without xdist. The run is a subprocess with its report, Hypothesis storage and regression
-store in a temp directory.
+for ``LINGER_S`` after its minimal case is recorded) must print ``FAILED plan_coverage (<case>):
+<message> -> <file>`` (the case as ``store.describe_case`` gives it) within 5 s of the file's
+modification time, while the item is still running, with and without xdist. The run is a
+subprocess with its report, Hypothesis storage and regression store in a temp directory.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from wy_ascend.testing.store import describe_case, load
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "fuzz/test_fuzz.py::test_plan_coverage"
@@ -87,13 +89,14 @@ def test_a_failure_prints_its_line_while_the_item_still_runs(tmp_path, workers) 
     reader.join(timeout=10)
     out = "\n".join(line for _, line in lines)
     assert proc.returncode == 1, out[-3000:]
-    live = [(t, line) for t, line in lines if " -> " in line and line.startswith("FAILED plan_coverage: ")]
+    live = [(t, line) for t, line in lines if " -> " in line and line.startswith("FAILED plan_coverage (")]
     assert len(live) == 1, out[-3000:]  # one line per recorded minimal case
     seen_at, line = live[0]
-    match = re.fullmatch(r"FAILED plan_coverage: planted: plan_coverage fails on every case -> (\S+)", line)
+    match = re.fullmatch(r"FAILED plan_coverage \((.+)\): planted: plan_coverage fails on every case -> (\S+)", line)
     assert match, line
     files = list((tmp_path / "regressions").glob("plan_coverage-*.json"))
-    assert len(files) == 1 and files[0].samefile(Path(ROOT, match.group(1)))
+    assert len(files) == 1 and files[0].samefile(Path(ROOT, match.group(2)))
+    assert match.group(1) == describe_case(load(files[0]).case)  # the case: layout, heads, dims, dtypes
     written = files[0].stat().st_mtime
     # within 5 s of the file, so before the item ended (LINGER_S after it), not with its report
     assert -0.5 <= seen_at - written <= 5.0, (seen_at - written, out[-3000:])

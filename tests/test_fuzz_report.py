@@ -31,6 +31,11 @@ def fuzz_cmd(report: Path) -> list[str]:
             "-p", "no:cacheprovider", "-q", "--fuzz-report", str(report)]
 
 
+def verbose(cmd: list[str]) -> list[str]:
+    """``cmd`` with -v for -q."""
+    return [("-v" if arg == "-q" else arg) for arg in cmd]
+
+
 def fuzz_env(tmp: Path, scale: float) -> dict[str, str]:
     # Not this test run's xdist worker identity, addopts or profile: the child is a run of its own.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WY_ASCEND_"))}
@@ -269,7 +274,7 @@ def test_the_report_accounts_for_the_wall_time_and_counts_specializations_and_th
     env = fuzz_env(tmp_path, 0.01)  # oracle: 1 case
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     report = tmp_path / "r.json"
-    cmd = [*fuzz_cmd(report), "fuzz/test_fuzz.py::test_oracle", "-p", "pool_and_failure"]
+    cmd = [*verbose(fuzz_cmd(report)), "fuzz/test_fuzz.py::test_oracle", "-p", "pool_and_failure"]  # the time table
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and list((tmp_path / "regressions").glob("plan_coverage-*.json")), (
         proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -290,6 +295,31 @@ def test_the_report_accounts_for_the_wall_time_and_counts_specializations_and_th
     assert doc["pool"] == doc["pool_without_cases"] == ["cpu:fwd never launched"] and doc["pool_covered"] == 0
     assert "pool: 0 of 1 specializations covered; pool specializations with no case: cpu:fwd never launched" in proc.stdout
     assert "time in worker-seconds (1 worker(s)" in proc.stdout and "kernel specializations launched: 2" in proc.stdout
+
+
+@CPU_RUN
+def test_a_passing_run_prints_a_screen_and_the_rest_behind_verbose(tmp_path) -> None:
+    """A passing run prints, after pytest's own lines, every skip with its reason and a summary of a few lines:
+    cases, failures, seconds and cases/s per property, where the report is. Hypothesis' statistics (some 100
+    lines for a ci run) and the time breakdown come with -v, its columns apart."""
+    report = tmp_path / "r.json"
+    cmd = [*fuzz_cmd(report), "fuzz/test_fuzz.py::test_perf"]  # perf: skipped by the ci profile
+    proc = subprocess.run(cmd, cwd=ROOT, env=fuzz_env(tmp_path, 0.01), capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert "SKIPPED [1] fuzz/test_fuzz.py" in out and "profile 'ci' does not run property 'perf'" in out
+    assert "Hypothesis Statistics" not in out and "time in worker-seconds" not in out
+    summary = out.split("wy_ascend fuzz summary", 1)[1].split("short test summary")[0].splitlines()[1:-1]
+    assert len(out.splitlines()) <= 30 and len(summary) <= 8, out
+    rows = {line.split()[0]: line.split()[1:] for line in summary}
+    assert rows["property"] == ["cases", "failures", "seconds", "cases/s"] and rows["plan_coverage"][:2] == ["10", "0"]
+    assert summary[0].endswith("10 cases in " + f"{json.loads(report.read_text())['elapsed_seconds']:.1f} s " +
+                               summary[0].rsplit(" s ", 1)[1]) and summary[-1].startswith(f"report: {report}")
+    more = subprocess.run(verbose(cmd), cwd=ROOT, env=fuzz_env(tmp_path, 0.01), capture_output=True, text=True,
+                          timeout=300).stdout
+    assert "Hypothesis Statistics" in more and "time in worker-seconds" in more
+    header = next(line for line in more.splitlines() if line.startswith("property") and "generation" in line)
+    assert "comparison  device wait" in header, header  # each column name apart from the next
 
 
 def test_a_tests_time_goes_to_one_column_each_second_shrinking_after_its_first_failure() -> None:

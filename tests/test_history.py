@@ -290,3 +290,19 @@ def test_the_autotuner_memo_keys_on_the_autotune_switch() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [str(len(backends.CUDA_CONFIGS)), "1"]
+
+
+@CPU_ONLY
+def test_a_server_that_cannot_prepare_the_calls_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign subject whose module does not import in the server (fla-core missing): the caller gets the
+    server's reason, not "the history server exited (1)" with the reason in a log (what a replay without
+    fla-core said of the store's history files)."""
+    (tmp_path / "fla").mkdir()
+    (tmp_path / "fla" / "__init__.py").write_text('raise ImportError("planted: no fla-core here")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))  # the server's PYTHONPATH is this sys.path
+    server = history.HistoryServer()
+    try:
+        with pytest.raises(RuntimeError, match=r"cannot run these calls: ImportError: .*planted: no fla-core here"):
+            server.run([Case(T=16, subject="fla-ascend", backend="cpu")])
+    finally:
+        server.close()

@@ -5,9 +5,11 @@ runs here and gives install.py's command for the missing one. The installs thems
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -84,3 +86,71 @@ def test_a_missing_backend_names_what_runs_here_and_how_to_get_it() -> None:
     for advice in NEEDS.values():  # every command the advice gives is one install.py takes
         command = advice.split("(python install.py ")[1].split(")")[0].split(",")[0]
         assert command in install.EXTRA
+
+
+def test_dev_takes_fla_core_the_stores_finds_need(monkeypatch, capsys) -> None:
+    """``--dev`` (the README's install) includes the upstream extra: the store holds fla-core's finds and the
+    differential property's peer is fla-core, so without it the README's replay of the store fails."""
+    environment(monkeypatch, {"torch": "2.13.0+cpu"})
+    assert install.main(["cpu", "--dry-run", "--dev"]) == 0
+    (command,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ ")]
+    assert f"{ROOT}[cpu,test,upstream]" in command
+    assert install.extras("cuda", dev=False, upstream=False) == "cuda"
+
+
+def noxfile() -> Any:
+    """noxfile.py as a module, loaded once (nox registers its sessions as it loads); skips without nox."""
+    pytest.importorskip("nox")
+    return _noxfile()
+
+
+@functools.cache
+def _noxfile() -> Any:
+    spec = importlib.util.spec_from_file_location("wy_noxfile", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_nox_runs_in_the_environment_the_readmes_install_builds() -> None:
+    """One environment: the README installs into .venv, nox's cpu sessions run there and take install.py's
+    record of that install as theirs (so they install nothing more), and CI makes it the README's way."""
+    sessions = noxfile()
+    readme = (ROOT / "README.md").read_text()
+    install_block = readme.split("## Install", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert install_block.splitlines() == ["python3.11 -m venv .venv", ". .venv/bin/activate", "python install.py cpu --dev"]
+    assert sessions.ENVIRONMENT[sessions.EXTRA["cpu"]] == ".venv" and "runs its sessions in `.venv`" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 -m venv .venv\n" in ci and ". .venv/bin/activate\npython install.py cpu --dev\n" in ci
+    key = install.install_key("cpu", dev=True)
+    assert "[cpu,test,upstream]" in key and sessions.INSTALL.install_key("cpu", dev=True) == key
+
+
+def test_the_install_is_recorded_where_nox_looks(monkeypatch, tmp_path) -> None:
+    """install.py records its install in the environment's prefix, once, in the form nox compares."""
+    environment(monkeypatch, {"torch": "2.13.0+cpu"})
+    monkeypatch.setattr(install.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(install.subprocess, "run", lambda *a, **k: install.subprocess.CompletedProcess(a, 0))
+    key = install.install_key("cpu", dev=True)
+    assert not install.installed(tmp_path, key)
+    assert install.main(["cpu", "--dev"]) == 0 and install.main(["cpu", "--dev"]) == 0
+    assert install.installed(tmp_path, key) and (tmp_path / install.STAMP).read_text() == key + "\n"
+    assert not install.installed(tmp_path, install.install_key("cpu", dev=False))
+
+
+def test_the_fuzz_session_leaves_the_store_to_regress(monkeypatch) -> None:
+    """`nox -s fuzz -- --profile ci -n 2` (CI's and the README's command) runs the properties, not the store's
+    replay (the regress session's), and leaves Hypothesis' statistics to -v (fuzz/conftest.py)."""
+    import types
+
+    sessions = noxfile()
+    ran: list[tuple[str, ...]] = []
+    fake = types.SimpleNamespace(posargs=["--profile", "ci", "-n", "2"], run=lambda *args, **kw: ran.append(args))
+    monkeypatch.setattr(sessions, "install", lambda session, packages=(): "cpu")
+    sessions.fuzz(fake)
+    sessions.regress(fake)
+    fuzz, regress = ran
+    assert fuzz[:4] == ("python", "-m", "pytest", "fuzz/") and "--ignore=fuzz/test_regressions.py" in fuzz
+    assert "--hypothesis-show-statistics" not in fuzz and fuzz[-4:] == ("--profile", "ci", "-n", "2")
+    assert regress[:4] == ("python", "-m", "pytest", "fuzz/test_regressions.py")

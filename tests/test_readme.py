@@ -1,6 +1,7 @@
 """The README's code runs as written, and its figures agree with the generated page they come from.
 
-Every fenced ``python`` block runs, in one namespace, in the README's order. Every ``bash`` block
+Every fenced ``python`` block runs alone, as a reader copies it, and prints the ``text`` block that
+follows it after "prints" (on the cpu backend, the README's). Every ``bash`` block
 runs line by line in the repository root, with this environment's scripts (``python``, ``nox``,
 ``wy-ascend``) first on the PATH, and must exit 0. A block that needs a device, a fresh environment
 or a long run is preceded by ``<!-- test: ... -->`` with one line per command of the block: either a
@@ -10,6 +11,8 @@ it), or ``skip: <why>``. Fuzz runs write their report to a scratch directory.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -24,6 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"(?:^<!-- test: (?P<how>.*?) -->\n)?^```(?P<lang>\w+)\n(?P<body>.*?)^```", re.S | re.M)
+PRINTS = re.compile(r"\n\nprints\n\n```text\n(?P<out>.*?)^```", re.S | re.M)
 
 
 def blocks(lang: str) -> list[re.Match[str]]:
@@ -42,17 +46,44 @@ def commands() -> list[tuple[str, str]]:
     return out
 
 
+def run_alone(block: re.Match[str], device: torch.device) -> tuple[dict, str]:
+    """One block run in a namespace of its own (a block that needs another's names fails), with the backend
+    under test's device as torch's default (the README makes its tensors where a user's are); its namespace
+    and what it printed."""
+    namespace: dict = {"__name__": "readme"}
+    printed = io.StringIO()
+    with device, contextlib.redirect_stdout(printed):
+        exec(compile(block["body"], "README.md", "exec"), namespace)
+    return namespace, printed.getvalue()
+
+
 @pytest.fixture(scope="module")
 def readme(device: torch.device) -> dict:
-    """The blocks' namespace, run with the backend under test's device as torch's default (the
-    README makes its tensors where a user's are, on the default device)."""
+    """The names of every Python block, each block run alone."""
     found = blocks("python")
-    assert len(found) >= 3, "the README's Python blocks: the import switch, chunk_local_g, the usage example"
-    namespace: dict = {"__name__": "readme"}
-    with device:
-        for block in found:
-            exec(compile(block["body"], "README.md", "exec"), namespace)
+    assert len(found) >= 2, "the README's Python blocks: the import switch, the usage example"
+    namespace: dict = {}
+    for block in found:
+        namespace.update(run_alone(block, device)[0])
     return namespace
+
+
+@pytest.mark.parametrize("i", range(len(blocks("python"))))
+def test_each_python_block_runs_alone_and_prints_what_the_readme_shows(i: int, device: torch.device,
+                                                                       backend: str) -> None:
+    block = blocks("python")[i]
+    _, printed = run_alone(block, device)
+    shown = PRINTS.match(README, block.end())
+    if shown is None:
+        assert printed == "", "a block that prints shows what it prints"
+    elif backend == "cpu":  # the README's own run: exactly what it shows
+        assert printed == shown["out"]
+    else:  # another device's random inputs: the same outputs and shapes, within the float32 bound of the suite
+        from wy_ascend.testing.properties import FP32_RTOL
+
+        assert [line.split()[:-3] for line in printed.splitlines()] == [line.split()[:-3] for line in
+                                                                       shown["out"].splitlines()]
+        assert all(float(line.split()[-3]) < FP32_RTOL for line in printed.splitlines())
 
 
 def test_the_usage_example_runs(readme) -> None:
@@ -115,6 +146,49 @@ def test_the_shell_command_runs(cmd: str, how: str, tmp_path: Path, backend: str
     run = subprocess.run(["bash", "-c", how], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=1200)
     assert run.returncode == 0, f"{how}: exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+
+
+def test_the_readme_replays_the_whole_store_as_written() -> None:
+    """The README's replay of the store is one of the commands run as written (test_the_shell_command_runs:
+    exit 0 on the README's install), not a cheaper form of it."""
+    assert ("wy-ascend replay regressions/*.json --backend cpu",) * 2 in commands()
+
+
+def test_the_verdict_table_is_the_clis() -> None:
+    """The README's verdicts, their exit statuses and meanings are wy-ascend replay's (cli.VERDICTS)."""
+    from wy_ascend.cli import VERDICTS
+
+    table = README.split("| verdict | exit | meaning |", 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    rows = {cells[0]: (int(cells[1]), cells[2]) for cells in ([c.strip() for c in row.strip("|").split("|")]
+                                                               for row in table)}
+    assert rows == VERDICTS
+
+
+def ci_commands() -> list[str]:
+    """The nox commands .ci/run runs, in order (continued lines joined, comments dropped)."""
+    text = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
+    return [" ".join(shlex.split(line, comments=True)) for line in text.splitlines() if line.startswith("nox ")]
+
+
+def test_the_documented_ci_commands_are_what_ci_runs() -> None:
+    """docs/ci.md's table of CI steps gives .ci/run's commands, in its order and as written, and the
+    README's fuzz command for CI is one of them."""
+    page = (ROOT / "docs" / "ci.md").read_text()
+    table = page.split("| step | command | what fails it |", 1)[1].split("\n\n", 1)[0]
+    documented = [cmd for row in table.splitlines()[2:] for cmd in re.findall(r"`(nox [^`]*)`", row.split("|")[2])]
+    assert documented == ci_commands()
+    said = re.search(r"CI runs `(nox [^`]*)`", README)
+    assert said and said[1] in ci_commands()
+
+
+def test_the_changelog_is_by_version_and_ends_at_this_one() -> None:
+    """CHANGELOG.md, which the README names: unreleased changes first, then a section per version, the
+    newest being pyproject.toml's."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    sections = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert "`CHANGELOG.md`" in README and sections[0] == "Unreleased" and sections[1] == version
 
 
 def test_the_speed_figures_are_the_benchmark_pages() -> None:

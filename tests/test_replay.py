@@ -8,6 +8,7 @@ under test (WY_ASCEND_BACKEND: the ``backend`` fixture).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -34,7 +35,8 @@ def _table(out: str) -> dict[str, list[str]]:
     """The summary table's rows by file name: [property, verdict, detail words...]."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:4] == ["file", "property", "verdict", "detail"])
-    return {Path(line.split()[0]).name: line.split()[1:] for line in lines[start + 1:] if line.strip()}
+    rows = lines[start + 1:next(i for i, line in enumerate(lines) if line.startswith("summary: "))]
+    return {Path(line.split()[0]).name: line.split()[1:] for line in rows}
 
 
 def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -49,7 +51,8 @@ def test_several_files_pass_fail_and_malformed(tmp_path: Path, capsys: pytest.Ca
     assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
     assert rows[failing.name][:2] == ["memory_layout", "FAIL"] and "layouts" in " ".join(rows[failing.name])
     assert rows["oracle-bad.json"][:2] == ["-", "MALFORMED"]
-    assert "summary: 3 files, 1 pass, 1 fail, 1 malformed" in out
+    assert out.splitlines()[-1] == "summary: 3 files: 1 PASS, 1 FAIL, 1 MALFORMED; exit 1 (FAIL or ERROR or CRASH or " \
+        "TIMEOUT or FIXED above)"  # the counts, and the exit status they make, are the last word
     assert list(rows) == [passing.name, malformed.name, failing.name]  # every file ran, in the order given
 
 
@@ -62,7 +65,7 @@ def test_exit_status_malformed_without_failures_is_2(tmp_path: Path, capsys: pyt
     assert _table(capsys.readouterr().out)[passing.name][1] == "PASS"
     assert main(["replay", str(passing), str(_file(tmp_path, "plan_coverage", PLAN.replace(T=20))),
                  "--backend", backend]) == 0
-    assert "summary: 2 files, 2 pass, 0 fail" in capsys.readouterr().out
+    assert "summary: 2 files: 2 PASS; exit 0 (none failed)" in capsys.readouterr().out
     assert main(["replay", str(malformed)]) == 2  # one file: no table
     assert "summary" not in capsys.readouterr().out
 
@@ -85,7 +88,7 @@ def test_crash_and_timeout_verdicts_in_the_table(tmp_path: Path, capsys: pytest.
     rows = _table(out)
     assert rows[crash.name] == ["oracle", "CRASH", "killed", "by", "SIGSEGV"]
     assert rows[late.name] == ["oracle", "TIMEOUT", "past", "5", "s"]
-    assert "summary: 2 files, 0 pass, 0 fail, 1 crash, 1 timeout" in out
+    assert "summary: 2 files: 1 CRASH, 1 TIMEOUT; exit 1" in out
 
 
 def test_crash_and_timeout_files_are_named_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -274,7 +277,7 @@ def test_device_only_files_on_the_cpu_are_unavailable_not_failures(tmp_path: Pat
     assert all(rows[p.name][:2] == ["perf", "UNAVAILABLE"] and "times a device" in " ".join(rows[p.name])
                for p in perf)
     assert rows[passing.name][:2] == ["plan_coverage", "PASS"]
-    assert f"summary: {len(perf) + 1} files, 1 pass, 0 fail, {len(perf)} unavailable" in out
+    assert f"summary: {len(perf) + 1} files: 1 PASS, {len(perf)} UNAVAILABLE; exit 0 (none failed)" in out
     malformed = tmp_path / "oracle-bad.json"
     malformed.write_text("[]")
     assert main(["replay", str(perf[0]), str(malformed), "--backend", "cpu"]) == 2
@@ -331,3 +334,69 @@ def test_a_history_cases_earlier_calls_print_one_a_line() -> None:
                           "  before[1]   T=70, BT=32, cu_seqlens=(0, 5, 70), backend='cpu'"]
     assert not any(line.strip().startswith("before ") for line in lines)
     assert store.describe_case(case).endswith("after 2 calls") and "after" not in store.describe_case(first)
+
+
+def _block_verdicts(out: str) -> list[str]:
+    """The verdict line of each file's block, in order (a table row starts with the file, not a verdict)."""
+    from wy_ascend.cli import VERDICTS
+
+    return [line.split(":")[0] for line in out.splitlines() if line.split(":")[0] in VERDICTS]
+
+
+def test_one_vocabulary_in_the_blocks_the_table_and_the_exit_status(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file's block ends with the verdict its table row gives (an exception is ERROR in both), and the
+    summary's counts name the exit status the command returns."""
+    from wy_ascend.cli import VERDICTS
+
+    raised, failed, passed = (_file(tmp_path, "oracle", Case(T=t)) for t in (17, 18, 19))
+
+    def replay(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        if stored.case.T == 17:
+            raise RuntimeError("the kernel raised")
+        if stored.case.T == 18:
+            raise PropertyFailure("w differs", {})
+        return {}
+
+    monkeypatch.setattr(store, "replay", replay)
+    malformed = tmp_path / "oracle-bad.json"
+    malformed.write_text("{")
+    files = [raised, failed, passed, malformed]
+    assert main(["replay", *map(str, files), "--in-process"]) == 1
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert [rows[f.name][1] for f in files] == ["ERROR", "FAIL", "PASS", "MALFORMED"] == _block_verdicts(out)
+    assert "ERROR: RuntimeError: the kernel raised" in out and "FAIL (exception)" not in out
+    assert out.splitlines()[-1].startswith("summary: 4 files: 1 PASS, 1 FAIL, 1 ERROR, 1 MALFORMED; exit 1")
+    assert set(VERDICTS) >= {row[1] for row in rows.values()}
+    assert main(["replay", str(passed), str(malformed), "--in-process"]) == 2
+    assert capsys.readouterr().out.splitlines()[-1] == "summary: 2 files: 1 PASS, 1 MALFORMED; exit 2 (none " \
+        "failed; MALFORMED or MISSING above)"
+
+
+def test_a_file_whose_fla_core_is_not_installed_is_missing_and_says_what_to_install(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign subject's file and a differential file (its peer is fla-core's) where fla-core is not
+    installed: MISSING, naming the install, exit 2 (not an ERROR from deep in the case, exit 1)."""
+    from wy_ascend import subjects
+
+    foreign = _file(tmp_path, "oracle", Case(T=20, subject="fla-ascend"))
+    differential = _file(tmp_path, "differential", Case(T=20))
+    monkeypatch.setattr(subjects, "SUBJECTS", {name: dataclasses.replace(s, _version=lambda: None) if s.foreign else s
+                                               for name, s in subjects.SUBJECTS.items()})
+    assert main(["replay", str(foreign), str(differential), "--backend", "cpu", "--in-process"]) == 2
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert [rows[f.name][1] for f in (foreign, differential)] == ["MISSING", "MISSING"]
+    assert out.count("MISSING: fla-core is not installed") == 2 and "python install.py cpu --upstream" in out
+
+
+def test_a_case_is_described_with_its_dtypes_and_memory_layout() -> None:
+    """The one-line case of ``wy-ascend list`` and of the fuzz suite's live FAILED line names every dtype and
+    the arguments laid out other than contiguously: a widened-gates or memory_layout failure says which."""
+    case = Case(T=16, dtype="bfloat16", beta_dtype="float32", g_dtype="float16", use_g=True,
+                memory={"k": "strided:1", "beta": "transposed:0"})
+    text = store.describe_case(case)
+    assert "B=1 T=16 H=1 HV=1" in text and "bfloat16 beta=float32 g=float16 gate" in text
+    assert "memory=beta:transposed:0,k:strided:1" in text
+    assert "beta=" not in store.describe_case(Case(T=16)) and "memory" not in store.describe_case(Case(T=16))

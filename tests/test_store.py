@@ -358,7 +358,7 @@ def test_cli_replay_crash_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFix
 
     monkeypatch.setattr(store, "run_property", crashing)
     assert main(["replay", str(_stored(tmp_path, "oracle", Case())), "--in-process"]) == 1
-    assert "FAIL (exception): IndexError: out of bounds" in capsys.readouterr().out
+    assert "ERROR: IndexError: out of bounds" in capsys.readouterr().out
 
 
 def test_cli_replay_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -366,7 +366,7 @@ def test_cli_replay_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     path.write_text(json.dumps(_edit(schema_version=7)))
     assert main(["replay", str(path), "--backend", "cpu"]) == 2
     captured = capsys.readouterr()
-    assert "oracle-bad.json" in captured.err and "schema_version" in captured.err
+    assert "MALFORMED: " in captured.out and "oracle-bad.json" in captured.out and "schema_version" in captured.out
     assert "Traceback" not in captured.err + captured.out
 
 
@@ -374,7 +374,7 @@ def test_cli_replay_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_cli_replay_unavailable_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _stored(tmp_path, "plan_coverage", Case())
     assert main(["replay", str(path), "--backend", "cuda"]) == 2
-    assert "cannot run on backend 'cuda'" in capsys.readouterr().err
+    assert "MISSING: backend cuda cannot run here" in capsys.readouterr().out
 
 
 def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

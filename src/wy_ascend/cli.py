@@ -13,19 +13,13 @@ named): its version, how it was found, the ops it implements, its target and whi
 one installed with wy_ascend) from any directory: findings go to ``--store`` (default ``./regressions``).
 
 ``replay`` prints each file's case, runs its property in a child process (``CaseRunner``, one
-for all the files) and prints its verdict: PASS or FAIL with the metrics, FAIL (exception)
-with the case's traceback, CRASH (the case killed the child: the signal) or TIMEOUT (it ran
-past ``--timeout``, default ``$WY_ASCEND_CASE_TIMEOUT`` else 600 s), never a traceback of
-the runner; a bound that changed since the file was recorded is named with the reason
-(``store.bound_changes``). A file that cannot run on the backend by what it is (a perf file on
-an interpreting backend: it times a device; a subject on a backend it does not run on) is
-UNAVAILABLE, not run and not a failure. With several files a summary table follows.
-
-Exit status: 1 when any case failed, crashed or timed out (FAIL, FIXED, ERROR, CRASH, TIMEOUT);
-else 2 when any file was malformed (MALFORMED) or the backend it resolved to cannot run on this
-machine (NO-BACKEND); else 0 (every file that can run here passed, or is KNOWN; UNAVAILABLE ones
-are listed). The other files still run. Without ``--backend`` a case runs on
-``$WY_ASCEND_BACKEND``, else the file's backend.
+for all the files) and ends the file's block with its verdict, one word of ``VERDICTS`` (the
+summary table and the README use the same words), with the metrics or the case's traceback; never
+a traceback of the runner. A bound that changed since the file was recorded is named with the reason
+(``store.bound_changes``). With several files a summary table follows, then the counts of each
+verdict and the exit status they give: 1 when any file failed (``FAILED``), else 2 when any could
+not be read or run here (``NOT_RUN``: what to install is in its detail), else 0. The other files
+still run. Without ``--backend`` a case runs on ``$WY_ASCEND_BACKEND``, else the file's backend.
 
 Replay runs the ``wy_ascend`` Python imports. Run from a checkout whose ``src/wy_ascend`` is not
 that one (a non-editable install), it says so loudly, naming both, before and after the files:
@@ -100,19 +94,47 @@ def format_case(case: Any) -> str:
     return "\n".join(lines + [f"  {f'before[{i}]'.ljust(width)}  {call.brief()}" for i, call in enumerate(case.before)])
 
 
+# Every verdict of a replayed file: the exit status it gives and what it means (the README's table).
+VERDICTS: dict[str, tuple[int, str]] = {
+    "PASS": (0, "the property holds"),
+    "KNOWN": (0, "a subject's own defect, marked known, still fails as recorded"),
+    "UNAVAILABLE": (0, "cannot run on this backend by what it is (a perf file on the cpu); not run"),
+    "FAIL": (1, "the property fails"),
+    "ERROR": (1, "the case raised an exception other than a property failure"),
+    "CRASH": (1, "the case killed the process running it"),
+    "TIMEOUT": (1, "the case ran past the time limit"),
+    "FIXED": (1, "marked known, but passes: remove the mark"),
+    "MALFORMED": (2, "the file cannot be read as a regression file"),
+    "MISSING": (2, "what it needs is not installed here (the backend, fla-core): the detail says what to install"),
+}
+FAILED = tuple(name for name, (code, _) in VERDICTS.items() if code == EXIT_FAIL)
+NOT_RUN = tuple(name for name, (code, _) in VERDICTS.items() if code == EXIT_BAD_INPUT)
+
+
 @dataclass
 class Verdict:
     """One replayed file's line in the summary table."""
 
     file: str
     property: str
-    verdict: str  # PASS, KNOWN, FAIL, FIXED, ERROR, CRASH, TIMEOUT, MALFORMED, NO-BACKEND, UNAVAILABLE
+    verdict: str  # one of VERDICTS
     detail: str = ""
 
 
-FAILED = ("FAIL", "FIXED", "ERROR", "CRASH", "TIMEOUT")  # exit 1
-NOT_RUN = ("MALFORMED", "NO-BACKEND")  # exit 2 when nothing failed
-SKIPPED = ("UNAVAILABLE",)  # listed, exit 0: the file cannot run on this backend by what it is
+def exit_status(verdicts: Sequence[Verdict]) -> int:
+    """1 when any file failed, else 2 when any was not run (malformed, or missing here), else 0."""
+    codes = {VERDICTS[v.verdict][0] for v in verdicts}
+    return next((code for code in (EXIT_FAIL, EXIT_BAD_INPUT) if code in codes), EXIT_PASS)
+
+
+def summary(verdicts: Sequence[Verdict]) -> str:
+    """The counts of every verdict given, in VERDICTS' order, and the exit status they make."""
+    counts = [(name, sum(v.verdict == name for v in verdicts)) for name in VERDICTS]
+    status = exit_status(verdicts)
+    why = {EXIT_PASS: "none failed", EXIT_FAIL: f"{' or '.join(FAILED)} above",
+           EXIT_BAD_INPUT: f"none failed; {' or '.join(NOT_RUN)} above"}[status]
+    return (f"summary: {len(verdicts)} files: " + ", ".join(f"{n} {name}" for name, n in counts if n)
+            + f"; exit {status} ({why})")
 
 
 def checkout_package(start: Path) -> Path | None:
@@ -142,12 +164,13 @@ def stale_install_warning(start: Path) -> str | None:
 def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str | None = None) -> Verdict:
     from .testing.properties import PropertyFailure, device_of
     from .testing.runner import CaseCrashed, CaseTimeout, RemoteTraceback
-    from .testing.store import KnownDefectFixed, bound_changes, load, replay, unavailable
+    from .testing.store import KnownDefectFixed, bound_changes, load, missing, replay, unavailable
 
     try:
         stored = load(path)
     except RegressionFileError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"file      {path}")
+        print(f"MALFORMED: {e}")
         return Verdict(str(path), "-", "MALFORMED", str(e).removeprefix(f"{path}: "))
     except SubjectUnavailableError as e:
         print(f"file      {path}\nUNAVAILABLE: {e}")
@@ -173,8 +196,12 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
         resolve_backend(backend, device_of(stored.case.replace(backend=backend)))
         get_subject(subject or stored.case.subject).check(backend)
     except (BackendUnavailableError, ValueError) as e:
-        print(f"error: cannot run on backend {backend!r}: {e}", file=sys.stderr)
-        return Verdict(str(path), stored.property, "NO-BACKEND", f"backend {backend}: {e}")
+        print(f"MISSING: backend {backend} cannot run here: {e}")
+        return Verdict(str(path), stored.property, "MISSING", f"backend {backend}: {e}")
+    needs = missing(stored, backend, subject)
+    if needs is not None:
+        print(f"MISSING: {needs}")
+        return Verdict(str(path), stored.property, "MISSING", needs)
     metrics = None
     try:
         metrics = replay(stored, backend=backend, runner=runner, **({"subject": subject} if subject else {}))
@@ -195,7 +222,7 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
         print(f"TIMEOUT: {e}")
         verdict = Verdict(str(path), stored.property, "TIMEOUT", f"past {e.detail['limit_s']:g} s")
     except Exception as e:  # noqa: BLE001 - any other exception the case raised is a failure, with its traceback
-        print(f"FAIL (exception): {type(e).__name__}: {e}")
+        print(f"ERROR: {type(e).__name__}: {e}")
         cause = e.__cause__
         if isinstance(cause, RemoteTraceback):
             print(str(cause).strip("\n"))
@@ -250,19 +277,13 @@ def _replay(args: argparse.Namespace) -> int:
             if args.log is None and not any(v.verdict in ("CRASH", "TIMEOUT", "ERROR") for v in verdicts):
                 log.unlink(missing_ok=True)  # nothing in it worth keeping
     if len(verdicts) > 1:
-        counts = {name: sum(v.verdict == name for v in verdicts) for name in ("PASS", "KNOWN", *FAILED, *NOT_RUN, *SKIPPED)}
         print()
-        print(f"summary: {len(verdicts)} files, " + ", ".join(f"{n} {name.lower()}" for name, n in counts.items()
-                                                                if n or name in ("PASS", "FAIL")))
         print("\n".join(_table([["file", "property", "verdict", "detail"],
                                 *([v.file, v.property, v.verdict, v.detail] for v in verdicts)])))
+        print(summary(verdicts))
     if stale:
         print(stale, file=sys.stderr)
-    if any(v.verdict in FAILED for v in verdicts):
-        return EXIT_FAIL
-    if any(v.verdict in NOT_RUN for v in verdicts):
-        return EXIT_BAD_INPUT
-    return EXIT_PASS
+    return exit_status(verdicts)
 
 
 def _failure_kind(failure: dict[str, Any]) -> str:
@@ -311,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wy-ascend", description="Replay and list wy_ascend regression files.")
     parser.add_argument("--version", action="version", version=f"wy-ascend {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("replay", help="run stored cases; exit 0 all that can run here pass, 1 any failed/crashed/"
-                       "timed out, 2 else any malformed file or a backend this machine lacks")
+    p = sub.add_parser("replay", help="run stored cases; exit 1 when any FAIL, ERROR, CRASH, TIMEOUT or FIXED, else "
+                       "2 when any MALFORMED or MISSING, else 0 (PASS, KNOWN, UNAVAILABLE)")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="regressions/<name>-<hash>.json files")
     p.add_argument("--backend", choices=sorted(BACKENDS),
                    help=f"backend to run on (default: ${BACKEND_ENV}, else the file's backend)")

@@ -151,11 +151,15 @@ def serve() -> None:
             calls = pickle.load(requests)
         except EOFError:
             return
-        for name in {case.subject for case in calls}:
-            subjects.get(name).ops("cpu")  # a foreign subject's module imported here, before the forks
-        alone = [_forked(functools.partial(run_sequence, [case])) for case in calls]
-        together = _forked(functools.partial(run_sequence, calls))
-        pickle.dump((alone, together), replies)
+        try:
+            for name in {case.subject for case in calls}:
+                subjects.get(name).ops("cpu")  # a foreign subject's module imported here, before the forks
+        except Exception:  # noqa: BLE001 - told to the caller (fla-core not installed, say), not a dead server
+            pickle.dump((None, traceback.format_exc()), replies)
+        else:
+            alone = [_forked(functools.partial(run_sequence, [case])) for case in calls]
+            together = _forked(functools.partial(run_sequence, calls))
+            pickle.dump((alone, together), replies)
         replies.flush()
 
 
@@ -174,9 +178,12 @@ class HistoryServer:
         pickle.dump(list(calls), stdin)
         stdin.flush()
         try:
-            return pickle.load(stdout)
+            alone, together = pickle.load(stdout)
         except EOFError:
             raise RuntimeError(f"the history server exited ({self.process.wait()})") from None
+        if alone is None:  # the server could not prepare the calls: its traceback
+            raise RuntimeError(f"the history server cannot run these calls: {together.strip().splitlines()[-1]}")
+        return alone, together
 
     def close(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):

@@ -52,6 +52,7 @@ from ..planning import LaunchMode
 from ..validation import check_chunk_size, check_dim, validate
 from . import history
 from .case import DISTRIBUTIONS, DTYPES, INDEX_DTYPES, LATER_FIELDS, LAUNCH_KNOBS, Case
+from .device_memory import NO_TENSORS
 from .properties import CORRUPTIONS, OPS_TWICE, PROPERTIES, Metrics, PropertyFailure, run_property
 from .runner import CaseLost, CaseRunner, device_fault, names_device_fault
 
@@ -623,8 +624,9 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     if stored.property == "history" and (why := history.refuses(backend)) is not None:
         return why
     tasks = interpreter_tasks(stored.property, stored.case)
-    # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses
-    if BACKENDS[backend].interpret and stored.property != "index_width" and tasks > INTERPRETER_TASKS:
+    # index_width runs real sizes on purpose: on the interpreter it audits only the programs with the largest addresses;
+    # plan_coverage builds no tensor and launches nothing (its cases are large: the cpu fuzz writes them so)
+    if BACKENDS[backend].interpret and stored.property not in ("index_width", *NO_TENSORS) and tasks > INTERPRETER_TASKS:
         return (f"{tasks:g} (chunk, value head) tasks of 64-wide tiles are past the interpreter's {INTERPRETER_TASKS} "
                 "(minutes a call); a device replays it (a failure confined to one chunk is stored as that chunk too: "
                 "Case.block)")
@@ -632,6 +634,23 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
     if backend not in runs_on:
         return f"subject {subject or stored.case.subject!r} runs on the backends {list(runs_on)}, not {backend!r}"
     return None
+
+
+def missing(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:
+    """What the stored case needs on ``backend`` that this environment lacks, with how to install it:
+    fla-core, for a foreign subject's case or for the differential property's peer (fla-core's kernels
+    of the platform); None where nothing is missing. A replay reports it MISSING, not run."""
+    name = subject or stored.case.subject
+    peer = subjects.SUBJECTS.get(subjects.PLATFORM_PEERS.get(backend, ""))
+    needs = subjects.get(name) if subjects.get(name).foreign else peer if stored.property == "differential" else None
+    if needs is None or needs.version is not None or backend not in needs.backends:
+        return None
+    why = f"subject {name!r}" if needs.name == name else f"the differential property's peer {needs.name!r}"
+    return (f"{subjects.FLA_DIST} is not installed, and {why} is its kernels: python install.py {EXTRA_OF[backend]} "
+            f"--upstream (or --dev)")
+
+
+EXTRA_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}  # install.py's name of each backend
 
 
 def fails_as_recorded(failure: Mapping[str, Any], error: BaseException) -> bool:
@@ -757,8 +776,11 @@ def _perf_bound_changes(recorded: Any, now: Metrics) -> list[str]:
 def describe_case(case: Case) -> str:
     """A one-line summary of a case: layout, heads, dims, dtype, gate, data, knobs."""
     layout = f"cu_seqlens={list(case.cu_seqlens)}" if case.cu_seqlens is not None else f"B={case.B} T={case.T}"
-    parts = [layout, f"H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT}", case.dtype,
+    dtypes = case.dtype + "".join(f" {name}={d}" for name, d in (("beta", case.beta_dtype), ("g", case.g_dtype)) if d)
+    parts = [layout, f"H={case.H} HV={case.HV} K={case.K} V={case.V} BT={case.BT}", dtypes,
              "gate" if case.use_g else "no gate", f"dist={case.dist} seed={case.seed}"]
+    if case.memory:
+        parts.append("memory=" + ",".join(f"{k}:{v}" for k, v in sorted(case.memory.items())))
     if case.knobs:
         parts.append("knobs=" + ",".join(f"{k}={v}" for k, v in sorted(case.knobs.items())))
     if case.corruption:
