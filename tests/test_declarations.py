@@ -250,11 +250,11 @@ def test_the_example_subject_holds_the_oracle_and_a_planted_unit_error_fails_it(
             run_property("oracle", case)
 
 
-def test_a_file_of_a_subject_not_installed_is_unavailable_with_how_to_install(tmp_path: Path, example: Subject,
+def test_a_file_of_a_subject_not_installed_is_missing_with_how_to_install(tmp_path: Path, example: Subject,
                                                                             monkeypatch: pytest.MonkeyPatch,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A stored file names its subject, how it was loaded and its version; where the subject cannot be loaded
-    the replay says UNAVAILABLE and how to install it (not MALFORMED, not a failure)."""
+    the replay says MISSING and how to install it (not MALFORMED, not a failure)."""
     import json
 
     from wy_ascend.cli import main
@@ -274,8 +274,8 @@ def test_a_file_of_a_subject_not_installed_is_unavailable_with_how_to_install(tm
     sys.modules.pop("natural_gate_wy", None)
     with pytest.raises(SubjectUnavailableError, match="pip install 'natural-gate-wy==0.1.0'"):
         load(path)
-    assert main(["replay", str(path), "--in-process"]) == 0
-    assert "UNAVAILABLE" in capsys.readouterr().out
+    assert main(["replay", str(path), "--in-process"]) == 2
+    assert "MISSING: " in capsys.readouterr().out
 
 
 def test_wy_ascends_own_launches_choose_their_emulation() -> None:

@@ -8,7 +8,6 @@ under test (WY_ASCEND_BACKEND: the ``backend`` fixture).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -382,8 +381,13 @@ def test_a_file_whose_fla_core_is_not_installed_is_missing_and_says_what_to_inst
 
     foreign = _file(tmp_path, "oracle", Case(T=20, subject="fla-ascend"))
     differential = _file(tmp_path, "differential", Case(T=20))
-    monkeypatch.setattr(subjects, "SUBJECTS", {name: dataclasses.replace(s, _version=lambda: None) if s.foreign else s
-                                               for name, s in subjects.SUBJECTS.items()})
+    installed = subjects.metadata.version
+
+    def version(dist: str) -> str:  # fla-core's declarations find no installed fla-core
+        if dist == "fla-core":
+            raise subjects.metadata.PackageNotFoundError(dist)
+        return installed(dist)
+    monkeypatch.setattr(subjects.metadata, "version", version)
     assert main(["replay", str(foreign), str(differential), "--backend", "cpu", "--in-process"]) == 2
     out = capsys.readouterr().out
     rows = _table(out)

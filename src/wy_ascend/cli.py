@@ -26,7 +26,7 @@ that one (a non-editable install), it says so loudly, naming both, before and af
 the working tree's changes are then not what runs.
 ``--in-process`` runs the cases in this process (for a debugger; a crash then ends it).
 ``--subject`` runs each case against that subject (wy_ascend.subjects: a name or an import path) instead of
-the file's. A file whose subject cannot be loaded here is UNAVAILABLE, with how to install it. A file
+the file's. A file whose subject cannot be loaded here is MISSING, with how to install it. A file
 marked known (a subject's own defect, store.py) is KNOWN while it fails as recorded, and FIXED, a
 failure, once it does not: remove the mark.
 """
@@ -173,8 +173,8 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
         print(f"MALFORMED: {e}")
         return Verdict(str(path), "-", "MALFORMED", str(e).removeprefix(f"{path}: "))
     except SubjectUnavailableError as e:
-        print(f"file      {path}\nUNAVAILABLE: {e}")
-        return Verdict(str(path), "-", "UNAVAILABLE", str(e).removeprefix(f"{path}: "))
+        print(f"file      {path}\nMISSING: {e}")
+        return Verdict(str(path), "-", "MISSING", str(e).removeprefix(f"{path}: "))
     backend = backend_arg or os.environ.get(BACKEND_ENV) or stored.backend
     print(f"file      {stored.path}")
     print(f"property  {stored.property}")
@@ -370,7 +370,7 @@ def _subjects(args: argparse.Namespace) -> int:
         try:
             s = subjects.get(name)
         except (ValueError, ImportError) as e:
-            print(f"{name}: UNAVAILABLE: {e}")
+            print(f"{name}: MISSING: {e}")
             status = EXIT_BAD_INPUT
             continue
         target = s.target.device + (f" (rules: {', '.join(sorted(s.target.rules))})" if s.target.rules else "") + (

@@ -18,7 +18,7 @@ file a top-level ``"subject": {"name": <the case's subject>, "version": <its ver
 <how it was found: "entry point ...", "import path pkg.module:name" or "builtin ...">, "distribution": <its
 package or null>}`` (files of fla-core 0.6.0 also hold ``versions["fla-core"]``). ``load`` resolves the
 subject by name, else the way the file loaded it, else raises ``SubjectUnavailableError`` saying how to
-install it (a replay reports UNAVAILABLE). A defect that
+install it (a replay reports MISSING). A defect that
 is the subject's own (upstream's, not this project's to fix) is marked known by a top-level
 ``"known": {"reason": <why, a non-empty string>}``, added by hand after the suite stored the file
 (neither field is in the name's hash). ``replay`` of a known file passes while the defect reproduces
@@ -637,17 +637,19 @@ def unavailable(stored: StoredCase, backend: str, subject: str | None = None) ->
 
 
 def missing(stored: StoredCase, backend: str, subject: str | None = None) -> str | None:
-    """What the stored case needs on ``backend`` that this environment lacks, with how to install it:
-    fla-core, for a foreign subject's case or for the differential property's peer (fla-core's kernels
-    of the platform); None where nothing is missing. A replay reports it MISSING, not run."""
+    """What the stored case needs on ``backend`` that this environment lacks, with how to install it: a
+    foreign subject's package (its declaration's ``distribution``), for its own case or as the differential
+    property's peer (fla-core's kernels of the platform); None where nothing is missing. A replay reports it
+    MISSING, not run (a subject whose declaration cannot be loaded at all: ``load``'s SubjectUnavailableError)."""
     name = subject or stored.case.subject
-    peer = subjects.SUBJECTS.get(subjects.PLATFORM_PEERS.get(backend, ""))
+    peer = subjects.get(subjects.PLATFORM_PEERS[backend]) if backend in subjects.PLATFORM_PEERS else None
     needs = subjects.get(name) if subjects.get(name).foreign else peer if stored.property == "differential" else None
-    if needs is None or needs.version is not None or backend not in needs.backends:
+    if needs is None or needs.installed_version is not None or backend not in needs.backends:
         return None
     why = f"subject {name!r}" if needs.name == name else f"the differential property's peer {needs.name!r}"
-    return (f"{subjects.FLA_DIST} is not installed, and {why} is its kernels: python install.py {EXTRA_OF[backend]} "
-            f"--upstream (or --dev)")
+    how = f"python install.py {EXTRA_OF[backend]} --upstream (or --dev)" if needs.distribution == "fla-core" else \
+        f"pip install {needs.distribution}"
+    return f"{needs.distribution} is not installed, and {why} is its kernels: {how}"
 
 
 EXTRA_OF = {"cpu": "cpu", "cuda": "cuda", "npu-cuda": "cuda", "npu": "npu"}  # install.py's name of each backend
