@@ -16,12 +16,15 @@ large      npu / cuda  few examples sized near device memory: launches past the 
 
 Selection: ``--profile NAME`` (pytest option) > ``WY_ASCEND_PROFILE`` > ``dev``; the backend:
 ``--backend NAME`` > ``WY_ASCEND_BACKEND`` > ``cpu``; the subject (wy_ascend.subjects):
-``--subject NAME`` > ``WY_ASCEND_SUBJECT`` > ``wy_ascend``. A foreign subject runs every profile
-with its own budget (``for_subject``). ``WY_ASCEND_FUZZ_SCALE`` multiplies every
+``--subject NAME`` > ``WY_ASCEND_SUBJECT`` > ``wy_ascend`` (a name, an entry point's or an import path
+``package.module:name``: the run then goes by the name it declares). A foreign subject runs every profile
+with its own budget (``for_subject``), the properties its declaration leaves nothing to skipped with
+their reason (``properties.applies_to``). ``WY_ASCEND_FUZZ_SCALE`` multiplies every
 example budget; ``WY_ASCEND_LARGE_BYTES`` bounds the host bytes of a large case (default 96 GiB).
 The profiles are also registered as Hypothesis settings profiles under the same names. The
 example database (all but ``ci``) is a ``DirectoryBasedExampleDatabase`` at
-``WY_ASCEND_HYPOTHESIS_DB`` (default ``.hypothesis/examples`` in the repository), one directory
+``WY_ASCEND_HYPOTHESIS_DB`` (default ``.hypothesis/examples`` in this checkout, or, the suite installed,
+in the directory the run started in: ``home``), one directory
 that every xdist worker shares. It is a cache; minimized failures are stored as JSON in
 ``regressions/`` (wy_ascend.testing.store).
 """
