@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             ms = best[prov, op]
             rows.append(dict(shape=name, provider=prov, op=op, ms=ms, GBps=nbytes / ms / 1e6,
                              hbm_frac=nbytes / (ms * 1e-3) / H200_HBM_PEAK, copy_frac=nbytes / ms / copy_bw,
-                             first_s=first[prov, op], kernel_ms=kernel[prov, op]))
+                             first_s=first[prov, op], kernel_ms=kernel[prov, op],
+                             **({"config": _picked(op)} if prov == PROVIDER_NAMES["ours"] else {})))
         del by_op, providers, calls
         torch.cuda.empty_cache()
         if args.json:
@@ -145,6 +146,14 @@ def _kernel_ms(fn: Callable[[], Any], calls: int = 20) -> float:
             fn()
         torch.cuda.synchronize()
     return sum(e.device_time_total for e in prof.key_averages()) / calls / 1e3
+
+
+def _picked(op: str) -> str | None:
+    """The config the autotuner last ran for our ``op`` (None where the launch ran one config alone)."""
+    from wy_ascend import backends
+
+    config = getattr(backends._autotuned(op, None, backends.switch(backends.AUTOTUNE_ENV, True)), "best_config", None)
+    return None if config is None else str(config)
 
 
 def _matmul_tflops(n: int = 8192) -> float:
