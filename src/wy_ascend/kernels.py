@@ -66,8 +66,6 @@ import os
 import triton
 import triton.language as tl
 
-from .env import switch
-
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
 RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
@@ -77,14 +75,6 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
-# Backward design candidates under measurement (issue 45, docs/ledger.md session 24), read once at import:
-# BWD_DK_ONCE: A^T dw is computed once per tile, in the dk loop, which also takes its dbeta and dg terms
-# (the first K loop computed it for them and the dk loop again); BWD_FUSED_KV: the k/dw and v/du loops
-# run as one, four tiles in flight before the first dot (the forward's loop, session 9).
-BWD_DK_ONCE = tl.constexpr(switch("WY_ASCEND_BWD_DK_ONCE", False))
-BWD_FUSED_KV = tl.constexpr(switch("WY_ASCEND_BWD_FUSED_KV", False))
-# BWD_KK_SHARED: with GROUP_DK, k k^T (the same for every value head of a key head) once per group.
-BWD_KK_SHARED = tl.constexpr(switch("WY_ASCEND_BWD_KK_SHARED", False))
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -237,99 +227,14 @@ def _fwd_task(
 
 
 @triton.jit
-def _bwd_load_kdw(p_k, p_dw, o_t, m_t, i, H: tl.constexpr, HV: tl.constexpr, K, BK: tl.constexpr,
-                  LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, KK_GIVEN: tl.constexpr):
-    """Tile i of k and dw (and k^T where the dots take it apart: see ``_bwd_kdw_tile``), its offsets and mask."""
-    o_k = i * BK + tl.arange(0, BK)
-    m_k = m_t[:, None] & (o_k[None, :] < K)
-    # k and dw are read again by the dk loop: kept in L2 (evict_last)
-    b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
-    b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
-    b_kt = b_k  # unused where k k^T is given
-    if not KK_GIVEN:
-        b_kt = _bwd_kt(b_k, p_k, o_t, m_t, o_k, H, K, LOWP_DOT, DOT_GUARD)
-    return b_k, b_dw, b_kt, o_k, m_k
-
-
-@triton.jit
-def _bwd_kt(b_k, p_k, o_t, m_t, o_k, H: tl.constexpr, K, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
-    """k^T as the right operand of k k^T."""
-    if DOT_GUARD:
-        b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
-    elif LOWP_DOT:
-        # k^T loaded on its own: triton 3.6 miscompiles a bf16 dot of one loaded tile with its
-        # own transpose next to another dot in a pipelined loop (tests/test_triton_bf16_repro.py).
-        b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT, "")
-    else:
-        b_kt = tl.trans(b_k)
-    return b_kt
-
-
-@triton.jit
-def _bwd_load_vdu(p_v, p_du, o_t, m_t, i, HV: tl.constexpr, V, BV: tl.constexpr, LOWP_DOT: tl.constexpr):
-    """Tile i of v and du (each read once), its in-tile offsets and mask."""
-    o_v = i * BV + tl.arange(0, BV)
-    m_v = m_t[:, None] & (o_v[None, :] < V)
-    o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-    b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
-    b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
-    return b_v, b_du, o_x, m_v
-
-
-@triton.jit
-def _bwd_dkb_terms(b_dkb, b_k, b_kscale, b_eg, b_db, b_dg, USE_G: tl.constexpr):
-    """dbeta's and dg's terms of one K tile of d(k*beta*eg) = A^T dw (``b_dkb``)."""
-    if USE_G:
-        b_db += tl.sum(b_dkb * b_k, 1) * b_eg
-        b_dg += tl.sum(b_dkb * (b_k * b_kscale[:, None]), 1)
-    else:
-        b_db += tl.sum(b_dkb * b_k, 1)
-    return b_db, b_dg
-
-
-@triton.jit
-def _bwd_kdw_tile(b_k, b_dw, b_kt, b_At, p_At, m_Ar, m_Ac, b_kscale, b_eg, b_dA, b_kk, b_db, b_dg,
-                  USE_G: tl.constexpr, LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr, KK_GIVEN: tl.constexpr):
-    """One K tile's share of dA (dw (k*beta*eg)^T), k k^T and, unless BWD_DK_ONCE, dbeta's and dg's
-    terms of A^T dw. Each tile's dot as left operand is its last use (Ascend's clobber trap)."""
-    if not BWD_DK_ONCE:
-        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
-        b_db, b_dg = _bwd_dkb_terms(b_dkb, b_k, b_kscale, b_eg, b_db, b_dg, USE_G)
-    if LOWP_DOT:  # beta applied after the dots (_bwd_task): bf16 k and v are exact operands
-        b_ke = b_k
-        if USE_G:
-            b_ke = b_k * b_eg[:, None]
-        b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
-    else:
-        b_dA += _mm(b_dw, tl.trans(b_k * b_kscale[:, None]), LOWP_DOT)
-    if not KK_GIVEN:
-        b_kk += _mm(b_k, b_kt, LOWP_DOT)
-    return b_dA, b_kk, b_db, b_dg
-
-
-@triton.jit
-def _bwd_vdu_tile(b_v, b_du, b_At, p_At, m_Ar, m_Ac, b_beta, b_dA, b_db, p_dv, m_v, dv,
-                  LOWP_DOT: tl.constexpr, DOT_GUARD: tl.constexpr):
-    """One V tile: dv = (A^T du) * beta stored, dbeta's term, dA's share du (v*beta)^T."""
-    b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
-    b_db += tl.sum(b_dvb * b_v, 1)
-    tl.store(p_dv, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
-    if LOWP_DOT:
-        b_dA += _mm(b_du, tl.trans(b_v), LOWP_DOT)
-    else:
-        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
-    return b_dA, b_db
-
-
-@triton.jit
 def _bwd_task(
-    i_t, i_bh, j, b_kk_in,
+    i_t, i_bh, j,
     k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
     cu_seqlens, chunk_indices, T,
     H: tl.constexpr, HV: tl.constexpr, K, V,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
     USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
-    DOT_GUARD: tl.constexpr, GROUP_DK: tl.constexpr, KK_GIVEN: tl.constexpr,
+    DOT_GUARD: tl.constexpr, GROUP_DK: tl.constexpr,
 ):
     """Gradients of one chunk and value head, with A = M^-1 a function of (k, beta, g).
 
@@ -356,41 +261,57 @@ def _bwd_task(
     gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
     b_kscale = b_beta
-    b_eg = b_beta  # unused without USE_G (the helpers take it)
-    b_dg = tl.zeros([BT], dtype=tl.float32)
     if USE_G:
         b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
         b_eg = tl.exp2(b_g)
         b_kscale = b_beta * b_eg
+        b_dg = tl.zeros([BT], dtype=tl.float32)
     b_db = tl.zeros([BT], dtype=tl.float32)
     b_dA = tl.zeros([BT, BT], dtype=tl.float32)
     b_kk = tl.zeros([BT, BT], dtype=tl.float32)
-    if KK_GIVEN:
-        b_kk = b_kk_in  # k k^T of the key head, computed once for its group (_bwd_group)
 
     p_k = k + (row0 * H + i_hk) * K
     p_dw = dw + (row0 * HV + i_h) * K  # dw and dk (per value head) share one layout
     p_dk = dk + (row0 * HV + i_h) * K
+    for i_k in tl.range(0, NK, num_stages=1):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k[None, :] < K)
+        # k and dw are read again by the dk loop below: kept in L2 (evict_last)
+        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
+        b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
+        if LOWP_DOT:  # beta applied after the dots (below): bf16 k and v are exact operands
+            b_ke = b_k
+            if USE_G:
+                b_ke = b_k * b_eg[:, None]
+            b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
+        else:
+            b_dA += _mm(b_dw, tl.trans(b_k * b_kscale[:, None]), LOWP_DOT)
+        if DOT_GUARD:
+            b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
+        elif LOWP_DOT:
+            # k^T loaded on its own: triton 3.6 miscompiles a bf16 dot of one loaded tile with its
+            # own transpose next to another dot in a pipelined loop (tests/test_triton_bf16_repro.py).
+            b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT, "")
+        else:
+            b_kt = tl.trans(b_k)
+        b_kk += _mm(b_k, b_kt, LOWP_DOT)
+
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
     p_dv = dv + (row0 * HV + i_h) * V
-    if BWD_FUSED_KV and NK == NV and not DOT_GUARD:
-        for i in tl.range(0, NK, num_stages=1):
-            b_k, b_dw, b_kt, o_k, m_k = _bwd_load_kdw(p_k, p_dw, o_t, m_t, i, H, HV, K, BK, LOWP_DOT, DOT_GUARD, KK_GIVEN)
-            b_v, b_du, o_x, m_v = _bwd_load_vdu(p_v, p_du, o_t, m_t, i, HV, V, BV, LOWP_DOT)
-            b_dA, b_kk, b_db, b_dg = _bwd_kdw_tile(b_k, b_dw, b_kt, b_At, p_At, m_Ar, m_Ac, b_kscale, b_eg, b_dA, b_kk,
-                                                   b_db, b_dg, USE_G, LOWP_DOT, DOT_GUARD, KK_GIVEN)
-            b_dA, b_db = _bwd_vdu_tile(b_v, b_du, b_At, p_At, m_Ar, m_Ac, b_beta, b_dA, b_db, p_dv + o_x, m_v, dv,
-                                       LOWP_DOT, DOT_GUARD)
-    else:
-        for i_k in tl.range(0, NK, num_stages=1):
-            b_k, b_dw, b_kt, o_k, m_k = _bwd_load_kdw(p_k, p_dw, o_t, m_t, i_k, H, HV, K, BK, LOWP_DOT, DOT_GUARD, KK_GIVEN)
-            b_dA, b_kk, b_db, b_dg = _bwd_kdw_tile(b_k, b_dw, b_kt, b_At, p_At, m_Ar, m_Ac, b_kscale, b_eg, b_dA, b_kk,
-                                                   b_db, b_dg, USE_G, LOWP_DOT, DOT_GUARD, KK_GIVEN)
-        for i_v in tl.range(0, NV, num_stages=1):
-            b_v, b_du, o_x, m_v = _bwd_load_vdu(p_v, p_du, o_t, m_t, i_v, HV, V, BV, LOWP_DOT)
-            b_dA, b_db = _bwd_vdu_tile(b_v, b_du, b_At, p_At, m_Ar, m_Ac, b_beta, b_dA, b_db, p_dv + o_x, m_v, dv,
-                                       LOWP_DOT, DOT_GUARD)
+    for i_v in tl.range(0, NV, num_stages=1):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = m_t[:, None] & (o_v[None, :] < V)
+        o_x = o_t[:, None] * (HV * V) + o_v[None, :]
+        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")  # read once
+        b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
+        b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
+        b_db += tl.sum(b_dvb * b_v, 1)
+        tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
+        if LOWP_DOT:
+            b_dA += _mm(b_du, tl.trans(b_v), LOWP_DOT)
+        else:
+            b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     if LOWP_DOT:
@@ -419,8 +340,14 @@ def _bwd_task(
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
-        if BWD_DK_ONCE:
-            b_db, b_dg = _bwd_dkb_terms(b_dkb, b_k, b_kscale, b_eg, b_db, b_dg, USE_G)
+        # d(k*beta*eg) = A^T dw, computed here once: its dbeta and dg terms too (the first K loop computed it
+        # for them and this loop again). The headline backwards, kernel time: H200 0.1-4.0% faster; H100 grouped
+        # heads 4.6% faster, K=V=256 2.8% slower, the others within 0.6% (docs/ledger.md session 24)
+        if USE_G:
+            b_db += tl.sum(b_dkb * b_k, 1) * b_eg
+            b_dg += tl.sum(b_dkb * (b_k * b_kscale[:, None]), 1)
+        else:
+            b_db += tl.sum(b_dkb * b_k, 1)
         b_Si = b_S
         if DOT_GUARD:
             b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand
@@ -448,24 +375,6 @@ def _sum_dk(b_dk, j, G: tl.constexpr, dk, dk_acc, o, mask):
 
 
 @triton.jit
-def _bwd_kk(i_t, i_bh, k, cu_seqlens, chunk_indices, T, H: tl.constexpr, HV: tl.constexpr, K, BT: tl.constexpr,
-            BK: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr, LOWP_DOT: tl.constexpr,
-            DOT_GUARD: tl.constexpr):
-    """k k^T of chunk i_t of value head i_bh's key head (its group's: every value head reads the same k)."""
-    i_b, i_h, row0, n = _chunk_rows(i_t, i_bh, cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
-    o_t = tl.arange(0, BT)
-    m_t = o_t < n
-    p_k = k + (row0 * H + i_h // (HV // H)) * K
-    b_kk = tl.zeros([BT, BT], dtype=tl.float32)
-    for i_k in tl.range(0, NK, num_stages=1):
-        o_k = i_k * BK + tl.arange(0, BK)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_t[:, None] & (o_k[None, :] < K), LOWP_DOT,
-                            "evict_last")
-        b_kk += _mm(b_k, _bwd_kt(b_k, p_k, o_t, m_t, o_k, H, K, LOWP_DOT, DOT_GUARD), LOWP_DOT)
-    return b_kk
-
-
-@triton.jit
 def _bwd_group(
     i_t, i_bh,
     k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
@@ -477,21 +386,16 @@ def _bwd_group(
 ):
     """Backward task i_bh: one value head, or with GROUP_DK a batch and key head (i_bh over B*H)
     whose value heads run in order in this program, so dk is summed here, not by a later pass."""
-    b_kk = tl.zeros([BT, BT], dtype=tl.float32)
     if GROUP_DK:
-        if BWD_KK_SHARED:
-            b_kk = _bwd_kk(i_t, i_bh * (HV // H), k, cu_seqlens, chunk_indices, T, H, HV, K, BT, BK, NK, IS_VARLEN,
-                           LOWP_DOT, DOT_GUARD)
         for j in tl.range(0, HV // H, num_stages=1):
-            _bwd_task(i_t, i_bh * (HV // H) + j, j, b_kk,
+            _bwd_task(i_t, i_bh * (HV // H) + j, j,
                       k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
-                      GROUP_DK, BWD_KK_SHARED)
+                      GROUP_DK)
     else:
-        _bwd_task(i_t, i_bh, 0, b_kk,
+        _bwd_task(i_t, i_bh, 0,
                   k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD, GROUP_DK,
-                  False)
+                  H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD, GROUP_DK)
 
 
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
