@@ -6,9 +6,9 @@
 ``--peer-json``: ours vs fla-core on a device, either ``compare_peer.py --json`` output
 ({"device", "rows": [{shape, provider, op, ms, GBps, hbm_frac}]}) or a pytest-benchmark JSON
 of ``pytest benchmarks/ --backend cuda``. ``--cpu-json``: a pytest-benchmark JSON of the cpu
-backend. ``--npu-model``: append benchmarks/npu_model.py's launch and traffic tables. ``--headline-json``: a later
-compare_peer.py run of the headline shapes alone (shown first, with issue 45's fractions of the copy
-bandwidth and benchmarks/roofline.py's table; ``--roofline`` names its figure). ``--findings``: a markdown
+backend. ``--npu-model``: append benchmarks/npu_model.py's launch and traffic tables. ``--headline-json``: later
+compare_peer.py runs of the headline shapes alone (shown first, each with issue 45's fractions of the copy
+bandwidth and benchmarks/roofline.py's table; ``--roofline`` names their figures). ``--findings``: a markdown
 file included as written (the profiler's findings, which quote their reports' numbers).
 Every other measured number comes from the files given.
 """
@@ -359,8 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-note", default=None,
                     help="how the device JSON was produced (commit, command) when the file does not record it")
     ap.add_argument("--plot", default=None, help="PNG of the device comparison (default: bench_h200.png beside --out)")
-    ap.add_argument("--headline-json", default=None, help="a later compare_peer.py run of the headline shapes")
-    ap.add_argument("--roofline", default=None, help="write the headline run's roofline figure here (a PNG)")
+    ap.add_argument("--headline-json", nargs="*", default=[], help="later compare_peer.py runs of the headline shapes")
+    ap.add_argument("--roofline", nargs="*", default=[], help="write each headline run's roofline figure here (PNGs, "
+                    "in --headline-json's order)")
     ap.add_argument("--findings", default=None, help="a markdown file of profiler findings, included as written")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -381,14 +382,15 @@ def main(argv: list[str] | None = None) -> int:
              "(a device run: `--profile nightly --backend cuda -n <GPUs>`)",
              "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/data/bench-cpu.json "
              "--fuzz-json <fuzz reports> --npu-model --out docs/benchmarks.md`", ""]
-    if args.headline_json:
-        if args.roofline:
-            from benchmarks import roofline
-
-            roofline.plot(json.loads(Path(args.headline_json).read_text()), Path(args.roofline))
-        parts.append(headline_markdown(args.headline_json, args.roofline))
     if args.findings:
         parts.append(Path(args.findings).read_text())
+    for i, path in enumerate(args.headline_json):
+        png = args.roofline[i] if i < len(args.roofline) else None
+        if png:
+            from benchmarks import roofline
+
+            roofline.plot(json.loads(Path(path).read_text()), Path(png))
+        parts.append(headline_markdown(path, png))
     if args.peer_json:
         peer = load_peer(args.peer_json)
         plot_path = Path(args.plot) if args.plot else out.parent / "bench_h200.png"
