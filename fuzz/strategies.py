@@ -338,11 +338,12 @@ def memory_layout(draw: st.DrawFn, ndim: int) -> str:
 
 
 @st.composite
-def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool) -> dict[str, Any]:
-    """Case fields of the optional arguments and memory layouts: ``chunk_indices`` (varlen only)
-    and ``memory``: with ``memory`` a layout for some of every argument passed (at least one),
-    else only for chunk_indices when they are passed. Shrinks toward contiguous, none passed."""
-    chunk_indices = varlen and draw(st.booleans())
+def arguments(draw: st.DrawFn, use_g: bool, varlen: bool, memory: bool, indices: bool = True) -> dict[str, Any]:
+    """Case fields of the optional arguments and memory layouts: ``chunk_indices`` (varlen only, where
+    ``indices``: the caller's option) and ``memory``: with ``memory`` a layout for some of every argument
+    passed (at least one), else only for chunk_indices when they are passed. Shrinks toward contiguous,
+    none passed."""
+    chunk_indices = varlen and indices and draw(st.booleans())
     absent = {"g": not use_g, "cu_seqlens": not varlen, "chunk_indices": not chunk_indices}
     names = [n for n in MEMORY_ARGS if not absent.get(n)] if memory else ["chunk_indices"] * chunk_indices
     layouts = {n: memory_layout(MEMORY_ARGS[n]) for n in names}
@@ -432,13 +433,19 @@ def cases(
     # a foreign subject's tiles are its own: its budget counts the default plan's (its knobs may not plan here)
     tiles = knobs if not subjects.get(subject).foreign else {}
     layout = draw(layouts(BT, sizes, chunk_budget(sizes, backend, HV, K, V, BT, tiles), varlen))
-    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided)))
+    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided,
+                                                        optional_indices(subject))))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dtypes.update(claimed_gate_dtypes(subject, dtype, use_g, dtypes))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
     return Case(H=H, HV=HV, K=K, V=V, BT=BT, dtype=dtype, use_g=use_g, dist=dist, seed=seed, knobs=knobs,
                 backend=backend, subject=subject, **layout, **args, **dtypes)
+
+
+def optional_indices(subject: str) -> bool:
+    """Whether chunk_indices of wy_ascend's format are the subject's caller's option (``Calling.chunk_indices``)."""
+    return subjects.get(subject).calling.chunk_indices == "optional"
 
 
 def claimed_arguments(subject: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -606,7 +613,8 @@ def large_cases(
         total = draw(st.integers(max(1, max_tokens // 4), max(1, max_tokens)))
         n = draw(st.integers(min(100, sizes.max_seqs), max(min(100, sizes.max_seqs), sizes.max_seqs)))
         layout = {"cu_seqlens": _long_varlen_cu(random.Random(draw(st.integers(0, 2**32 - 1))), total, n, BT)}
-    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided)))
+    args = claimed_arguments(subject, draw(arguments(use_g, "cu_seqlens" in layout, memory and claims.strided,
+                                                        optional_indices(subject))))
     dtypes = dtypes or draw(caller_dtypes(dtype, use_g, "cu_seqlens" in layout))
     dtypes.update(claimed_gate_dtypes(subject, dtype, use_g, dtypes))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
