@@ -136,3 +136,22 @@ def test_a_package_importing_triton_with_its_declaration_replays_on_the_cpu(tmp_
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # a user's shell: this test process's is set
     replayed = _run(["replay", str(path)], tmp_path, package)
     assert replayed.returncode == 0 and "PASS" in replayed.stdout, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+
+
+def test_a_property_whose_every_draw_a_known_defect_covers_is_skipped_naming_it(tmp_path: Path, backend: str) -> None:
+    """A known defect that covers every case a property's strategy draws (the tiled-wy trial: every history case
+    of a subject claiming BT = 64 alone has a sequence of 65-80 tokens, so a partial chunk) leaves the test no
+    case: the run skips it naming the file the store replays, not an Unsatisfiable error (as it once did)."""
+    if backend != "cpu":
+        pytest.skip("the example runs on the cpu backend")
+    package = tmp_path / "pkg"
+    shutil.copytree(EXAMPLE, package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    (package / "src" / "probe.py").write_text(
+        "import dataclasses\nfrom wy_ascend.subjects import Known\nfrom natural_gate_wy.subject import SUBJECT\n"
+        "S = dataclasses.replace(SUBJECT, name='all-known', known=(Known('0.1.0', 'oracle-0123456789ab.json', "
+        "'T >= 0', frozenset({'history'})),))\n")
+    run = _run(["fuzz", "--subject", "probe:S", "--profile", "ci", "--store", "findings", "-k", "history", "-n", "0"],
+               tmp_path, package)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "every history case drawn is one a known defect covers" in run.stdout, run.stdout[-3000:]
+    assert "regressions/oracle-0123456789ab.json" in run.stdout
