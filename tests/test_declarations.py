@@ -96,6 +96,9 @@ MALFORMED = [
     (lambda: _subject(version=None), "Subject.version"),
     (lambda: _subject(around=3), "Subject.around"),
     (lambda: _subject(calling=Calling(keywords={"g": "g"}, chunk_indices="inside")), "Subject.calling"),  # varlen
+    (lambda: Claims(gateless=0), "Claims.gateless"),  # type: ignore[arg-type]
+    (lambda: _subject(calling=Calling(gate_units="none", keywords={"cu_seqlens": "cu", "chunk_indices": "ci"}),
+                      claims=Claims(gateless=False)), "Subject.claims"),  # a gate required of one taking none
 ]
 
 
@@ -135,6 +138,11 @@ def test_known_defects_are_data_matched_on_every_call_of_a_case() -> None:
     # what a covers expression reads of a call (every name of FEATURES)
     features = subjects.features(Case(T=5, use_g=True, g_dtype="float32", dtype="bfloat16"), Case(T=5))
     assert set(features) == set(subjects.FEATURES) and features["g_dtype"] == "float32" and features["max_blocks"] == 65535
+    partial = Known("1", "oracle-d.json", "partial_chunk")  # some sequence ends in a chunk of fewer than BT tokens
+    for cu, covered in (((0, 64, 128), False), ((0, 63, 128), True), ((0, 128, 130), True)):
+        assert (_subject(known=(partial,)).known_defect("oracle", Case(T=cu[-1], BT=64, cu_seqlens=cu)) is partial) \
+            == covered, cu
+    assert subjects.features(Case(T=100, BT=64), Case(T=100))["partial_chunk"]
 
 
 def _recorder(seen: dict[str, Any]) -> Any:

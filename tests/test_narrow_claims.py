@@ -1,6 +1,7 @@
 """Narrow claims: every strategy of the fuzz suite draws, for a subject that claims one chunk size, one dtype,
-packed batches only, fixed ones only or no gate, only calls it claims, and never fails to draw (the history
-strategy once raised ``Cannot sample from a length-zero sequence`` for one chunk size). Draws only: no kernel
+packed batches only, fixed ones only, no gate, a gate always, or K and V above a strategy's sizes (tiles of
+64 to 128), only calls it claims, and never fails to draw (the history strategy once raised ``Cannot sample
+from a length-zero sequence`` for one chunk size, and again for dims above its sizes'). Draws only: no kernel
 runs, so the subjects here are declarations around a stub."""
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from fuzz.strategies import (
     CPU_SIZES,
@@ -41,6 +43,11 @@ NARROW = {
     "no-gate": (NO_GATE, Claims()),
     "ln-gate-inside": (Calling(gate_units="ln", chunk_indices="inside", keywords={"g": "g", "cu_seqlens": "cu_seqlens"}),
                        Claims(gate_dtypes=False)),
+    "inside-varlen-only": (Calling(chunk_indices="inside", keywords={"g": "g", "cu_seqlens": "cu_seqlens"}),
+                           Claims(fixed=False)),
+    "large-tiles": (Calling(), Claims(dims=(64, 128), pow2_dims=True)),  # above the history sizes' dims
+    "large-dims": (Calling(), Claims(dims=(64, 256))),
+    "gate-required": (Calling(gate_units="ln"), Claims(gateless=False)),
     "all-narrow": (NO_GATE, Claims(chunk_sizes=(32,), dtypes=("float16",), fixed=False, dims=(16, 64), pow2_dims=True,
                                    head_ratios=(1, 4), strided=False, knobs=())),
 }
@@ -61,6 +68,7 @@ def _within(subject: Subject, case: Case) -> None:
         assert claimed(subject.claims, call.replace(corruption=None), subject.forced_g_dtype), call
         assert subject.claims.fixed or call.cu_seqlens is not None, call
         assert subject.gated or not call.use_g, call
+        assert subject.claims.gateless or call.use_g, call
         if call.use_g and subject.calling.gate_units == "ln":
             assert call.dtype_of("g") == __import__("torch").float32, call
         if subject.calling.chunk_indices != "optional":
@@ -88,6 +96,19 @@ def test_every_strategy_draws_only_what_a_narrow_subject_claims(narrow: Subject,
     def draw(data: st.DataObject) -> None:
         _within(narrow, data.draw(STRATEGIES[strategy](narrow.name)))
     draw()
+
+
+def test_a_memory_layout_case_lays_out_some_argument_it_takes(narrow: Subject) -> None:
+    """memory_layout's draws (``memory=True``) lay out some argument, or pass chunk indices, for a subject that
+    claims strided views: a subject whose chunk indices are computed inside once got cases of neither (the
+    one layout drawn was its chunk indices', then dropped), and memory_layout stored each as a failure
+    ('needs a case with memory layouts'). ``find`` searches for such a case, shrinking toward it."""
+    if not narrow.claims.strided:
+        return
+    with pytest.raises(NoSuchExample):
+        find(cases(CPU_SIZES, "cpu", memory=True, subject=narrow.name), lambda c: not c.memory and not c.chunk_indices,
+             settings=settings(max_examples=200, database=None, derandomize=True, deadline=None,
+                               suppress_health_check=list(HealthCheck)))
 
 
 def test_bad_input_draws_only_corruptions_of_arguments_a_subject_takes(narrow: Subject,

@@ -103,3 +103,55 @@ def test_one_cause_of_bad_input_is_one_stored_file(tmp_path: Path, backend: str)
     files = list((tmp_path / "findings").glob("bad_input-*.json"))
     again = run.stdout.count("(same cause as ")
     assert 1 <= len(files) <= 8 and again >= 20, (len(files), again, run.stdout[-3000:])
+
+
+def test_a_package_importing_triton_with_its_declaration_replays_on_the_cpu(tmp_path: Path, backend: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Triton subject's package typically imports its kernels (so triton) in its ``__init__``, so loading its
+    declaration imports triton: replay on the cpu sets the interpreter's mode before it loads any subject (it
+    once loaded the subject first, and every replay of a Triton package's file was an ERROR, 'backend cpu needs
+    TRITON_INTERPRET=1 set before triton is first imported', while its fuzz run had found it)."""
+    if backend != "cpu":
+        pytest.skip("the example runs on the cpu backend")
+    from wy_ascend.testing.case import Case
+    from wy_ascend.testing.store import SCHEMA_VERSION, file_name
+
+    package = tmp_path / "natural_gate_wy"
+    shutil.copytree(EXAMPLE, package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    init = package / "src" / "natural_gate_wy" / "__init__.py"
+    init.write_text("import triton  # noqa: F401 - as a package of Triton kernels does\n" + init.read_text())
+    declaration = package / "src" / "natural_gate_wy" / "subject.py"
+    text = declaration.read_text().replace("target=HOST,", 'target=Target.for_triton_ascend("3.2"),')
+    declaration.write_text(text.replace("import HOST, Calling, Claims, Subject", "import Calling, Claims, Subject, Target"))
+    case = {**Case(T=2, H=1, HV=1, K=16, V=16, BT=16, dtype="float32", use_g=True).to_dict(),
+            "subject": "natural-gate-wy"}  # within the example's claims (this process has not loaded it)
+    record = {"schema_version": SCHEMA_VERSION, "property": "oracle", "case": case,
+              "failure": {"type": "PropertyFailure", "message": "recorded by hand", "metrics": {}, "traceback": None},
+              "backend": "cpu", "versions": {"wy_ascend": "0.1.0", "torch": "2", "triton": "3", "hypothesis": "6",
+                                             "python": "3"}, "date": "2026-12-06T00:00:00+00:00",
+              "subject": {"name": "natural-gate-wy", "version": "0.1.0", "loaded": f"import path {SPEC}",
+                          "distribution": "natural-gate-wy"}}
+    path = tmp_path / file_name("oracle", case, "PropertyFailure")
+    path.write_text(json.dumps(record))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # a user's shell: this test process's is set
+    replayed = _run(["replay", str(path)], tmp_path, package)
+    assert replayed.returncode == 0 and "PASS" in replayed.stdout, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+
+
+def test_a_property_whose_every_draw_a_known_defect_covers_is_skipped_naming_it(tmp_path: Path, backend: str) -> None:
+    """A known defect that covers every case a property's strategy draws (the tiled-wy trial: every history case
+    of a subject claiming BT = 64 alone has a sequence of 65-80 tokens, so a partial chunk) leaves the test no
+    case: the run skips it naming the file the store replays, not an Unsatisfiable error (as it once did)."""
+    if backend != "cpu":
+        pytest.skip("the example runs on the cpu backend")
+    package = tmp_path / "pkg"
+    shutil.copytree(EXAMPLE, package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    (package / "src" / "probe.py").write_text(
+        "import dataclasses\nfrom wy_ascend.subjects import Known\nfrom natural_gate_wy.subject import SUBJECT\n"
+        "S = dataclasses.replace(SUBJECT, name='all-known', known=(Known('0.1.0', 'oracle-0123456789ab.json', "
+        "'T >= 0', frozenset({'history'})),))\n")
+    run = _run(["fuzz", "--subject", "probe:S", "--profile", "ci", "--store", "findings", "-k", "history", "-n", "0"],
+               tmp_path, package)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "every history case drawn is one a known defect covers" in run.stdout, run.stdout[-3000:]
+    assert "regressions/oracle-0123456789ab.json" in run.stdout

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backends import BACKEND_ENV, BACKENDS, resolve_backend
+from .backends import BACKEND_ENV, BACKENDS, INTERPRET_ENV, resolve_backend
 from .errors import BackendUnavailableError, RegressionFileError, SubjectUnavailableError
 from .subjects import get as get_subject
 
@@ -255,6 +255,20 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
 
 
+def _interpreter_first(backend_arg: str | None, files: list[Path]) -> None:
+    """TRITON_INTERPRET=1 before any subject is loaded where every file replays on an interpreter backend (the
+    cpu): a subject's package that imports its Triton kernels with its declaration (its ``__init__``) would
+    import triton in compiled mode first, and the cpu backend cannot run in such a process."""
+    def recorded(path: Path) -> Any:
+        try:
+            return json.loads(Path(path).read_text()).get("backend")
+        except (OSError, ValueError, AttributeError):
+            return None  # a malformed file: its replay says so
+    chosen = {backend_arg or os.environ.get(BACKEND_ENV) or recorded(path) for path in files}
+    if chosen and all(b in BACKENDS and BACKENDS[b].interpret for b in chosen) and "triton" not in sys.modules:
+        os.environ[INTERPRET_ENV] = "1"
+
+
 def _replay(args: argparse.Namespace) -> int:
     from .testing.runner import CaseRunner, case_timeout
 
@@ -263,6 +277,7 @@ def _replay(args: argparse.Namespace) -> int:
     stale = stale_install_warning(Path.cwd())
     if stale:
         print(stale, file=sys.stderr)
+    _interpreter_first(args.backend, args.files)
     subject = get_subject(args.subject).name if args.subject else None  # an import path: the name it declares
     runner = None if args.in_process else CaseRunner(log, timeout_s=timeout)
     verdicts = []

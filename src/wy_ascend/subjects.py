@@ -101,7 +101,8 @@ class Claims:
     beta and g may have a dtype other than k's; ``strided``: arguments may be non-contiguous views;
     ``validates``: a malformed call raises a TypeError/ValueError naming the argument (bad_input runs only
     then); ``knobs``: the launch knobs it takes (``LaunchConfig`` fields; None: every one); ``zero_dead_A``:
-    it reads A's columns past a partial chunk's end and needs them zero (as fla's ``solve_tril`` writes them)."""
+    it reads A's columns past a partial chunk's end and needs them zero (as fla's ``solve_tril`` writes them);
+    ``gateless``: it takes calls without a gate (g None) beside gated ones (False: every call passes g)."""
 
     dtypes: tuple[str, ...] = DTYPE_NAMES
     chunk_sizes: tuple[int, ...] = CHUNK_SIZES
@@ -115,6 +116,7 @@ class Claims:
     validates: bool = True
     knobs: tuple[str, ...] | None = None
     zero_dead_A: bool = False
+    gateless: bool = True
 
     def __post_init__(self) -> None:
         _names("Claims", "dtypes", self.dtypes, DTYPE_NAMES)
@@ -128,7 +130,8 @@ class Claims:
         if self.head_ratios is not None and (not isinstance(self.head_ratios, tuple) or not self.head_ratios or not all(
                 isinstance(r, int) and r >= 1 for r in self.head_ratios)):
             raise _bad("Claims", "head_ratios", "None or a non-empty tuple of positive ints", self.head_ratios)
-        for name in ("pow2_dims", "varlen", "fixed", "gate_dtypes", "strided", "validates", "zero_dead_A"):
+        for name in ("pow2_dims", "varlen", "fixed", "gate_dtypes", "strided", "validates", "zero_dead_A",
+                     "gateless"):
             _flag("Claims", name, getattr(self, name))
         if not (self.varlen or self.fixed):
             raise _bad("Claims", "varlen", "True where fixed is False (a subject takes some batch)", self.varlen)
@@ -257,7 +260,8 @@ HOST = Target("host", frozenset())
 
 # What a known defect's ``covers`` may name of a call (``features``) and the functions it may call.
 FEATURES = ("B", "T", "H", "HV", "K", "V", "BT", "dtype", "beta_dtype", "g_dtype", "use_g", "varlen", "chunk_indices",
-            "index_dtype", "strided", "max_blocks", "num_cores", "backend", "changes_in_place", "corruption")
+            "index_dtype", "strided", "max_blocks", "num_cores", "backend", "changes_in_place", "corruption",
+            "partial_chunk")
 _CALLS = {"min": min, "max": max}
 _NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add, ast.Sub,
           ast.Mult, ast.Pow, ast.FloorDiv, ast.Mod, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
@@ -298,15 +302,18 @@ def changes_in_place(case: Any) -> bool:
 
 def features(call: Any, whole: Any) -> dict[str, Any]:
     """The features of one call (a ``testing.case.Case``) a known defect's ``covers`` reads; ``whole``: the
-    case it belongs to (a history case's earlier calls belong to it)."""
+    case it belongs to (a history case's earlier calls belong to it). ``partial_chunk``: some sequence ends
+    in a chunk of fewer than BT tokens."""
     name = lambda d: str(d).removeprefix("torch.")  # noqa: E731
+    cu = call.cu_seqlens
+    lengths = [e - s for s, e in zip(cu[:-1], cu[1:])] if cu is not None else [call.T]  # each sequence's tokens
     return {"B": call.B, "T": call.T, "H": call.H, "HV": call.HV, "K": call.K, "V": call.V, "BT": call.BT,
             "dtype": call.dtype, "beta_dtype": name(call.dtype_of("beta")), "g_dtype": name(call.dtype_of("g")),
             "use_g": call.use_g, "varlen": call.cu_seqlens is not None, "chunk_indices": bool(call.chunk_indices),
             "index_dtype": call.index_dtype, "strided": any(m != "offset" for m in call.memory.values()),
             "max_blocks": call.knobs.get("max_blocks", BLOCK_LIMIT), "num_cores": call.knobs.get("num_cores"),
             "backend": call.backend or "cpu", "changes_in_place": changes_in_place(whole),
-            "corruption": call.corruption}
+            "corruption": call.corruption, "partial_chunk": any(n % call.BT for n in lengths)}
 
 
 @dataclass(frozen=True)
@@ -407,6 +414,9 @@ class Subject:
             raise _bad("Subject", "version", "a version string, or None with distribution set", self.version)
         if self.around is not None and not callable(self.around):
             raise _bad("Subject", "around", "None or a callable (backend, config) -> context manager", self.around)
+        if not self.claims.gateless and self.calling.gate_units == "none":
+            raise _bad("Subject", "claims", "gateless True where calling.gate_units is 'none' (it takes no gate)",
+                       self.claims)
         if self.claims.varlen and "cu_seqlens" not in (*self.calling.forward, *self.calling.keywords):
             raise _bad("Subject", "calling", "a mapping that passes cu_seqlens (claims.varlen is True)", self.calling)
 

@@ -26,7 +26,7 @@ def claimed(claims: subjects.Claims, case: Case, forced_g: str | None = None) ->
     gates_ok = claims.gate_dtypes or (case.beta_dtype is None and case.g_dtype in (None, forced_g))
     return (case.dtype in claims.dtypes and case.BT in claims.chunk_sizes and dims_ok and ratio_ok and gates_ok
             and (claims.varlen or case.cu_seqlens is None) and (claims.fixed or case.cu_seqlens is not None)
-            and (claims.strided or not case.memory)
+            and (claims.strided or not case.memory) and (claims.gateless or case.use_g)
             and case.corruption is None)
 
 
