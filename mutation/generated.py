@@ -1552,10 +1552,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def commit_seed(rev: str) -> int:
+def commit_seed(rev: str, root: Path = ROOT) -> int:
     """The sampling seed a commit fixes: its hash's first 8 hex digits as an integer (a sample drawn after
     the work, from what was committed, so no one picks the seed or works its survivors in advance)."""
-    full = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+    full = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", f"{rev}^{{commit}}"],
                           capture_output=True, check=True).stdout.decode().strip()
     return int(full[:8], 16)
 
