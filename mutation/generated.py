@@ -2,6 +2,7 @@
 
     python -m mutation --generated 150                  # sample 150 (seed 0), run them, 2 at a time
     python -m mutation --generated 150 --seed 3 --jobs 2 --report /tmp/m.json
+    python -m mutation --generated 150 --seed-from-commit --select --report docs/data/mutants-150-seed<S>.json
     python -m mutation --generated 150 --dry-run        # the sample and its diffs, nothing run
     python -m mutation --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
     python -m mutation --generated 150 --worktree      # the working tree, uncommitted edits included
@@ -45,7 +46,8 @@ target node replaced (``ast.dump`` equal) and the module parses, i.e. it differs
 original in the targeted node only. Ids are ``file:line:col:operator`` (``~2`` appended when two nodes of one operator
 start at the same place, e.g. the outer ``+`` of ``a + b + c``).
 
-Sampling (``--seed``, default 0): ``--generated N`` is split over the files in proportion to
+Sampling (``--seed``, default 0; ``--seed-from-commit``: the first 8 hex digits of the mutated commit's
+hash, so a sample drawn after the work is fixed by what was committed): ``--generated N`` is split over the files in proportion to
 their sites (largest remainder, at least ``--min-per-file`` per file that has sites), then
 drawn uniformly within each file by ``random.Random(f"{seed}:{file}")``: the same source and
 seed give the same sample on every machine. ``--uniform`` draws N from all sites at once.
@@ -81,6 +83,11 @@ killed most mutants of the file so far runs first. ``--no-reorder`` keeps pytest
 order; a survivor runs every test of both commands either way, so no order changes a verdict
 unless a test depends on another's side effects (the killers table of the report would show
 one test killing mutants all over the package).
+
+Selection (``--select``, mutation/selection.py): the baseline runs under coverage, each line recorded with
+the tests that executed it (the case children's included), once per tree (cached in .mutants-coverage/);
+each mutant then runs, of each command, only the tests that execute its changed statements (none: the
+command is skipped; a statement run outside any test: all of them). Its module doc says what it can miss.
 
 Verdicts: ``killed`` (a command failed: pytest exit 1 or 2, or it crashed with a signal other
 than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict within

@@ -1,7 +1,7 @@
 """Coverage-based test selection for generated mutants: run only the tests that execute the mutated lines.
 
 A mutant can change the outcome of a test only if the test executes a changed line (the suite's runs are
-deterministic: ``--profile ci`` is derandomized, tests/ draws with ``derandomize=True``). So, as mutmut and
+deterministic: ``--profile ci`` is derandomized, tests/ draw with ``derandomize=True`` or fixed examples). So, as mutmut and
 cosmic-ray do, the unmutated tree's coverage is recorded once, each line with the tests that executed it
 (coverage's dynamic contexts, one per pytest node id), and a mutant runs only those tests of each command.
 The map is recorded per tree (``generated.fingerprint`` of the snapshot) and per commands, and cached in
@@ -19,21 +19,23 @@ history server's ``run_sequence``) named by the id in that file, i.e. the test t
 What the selection can miss, and what is done about it:
 
 * lines run outside any test (imports, module and class bodies, a function's defaults, the case runner's
-  loop, a child's start-up) carry the empty context: a mutant whose changed lines were run there runs every
-  test of that command (``None`` from ``select``);
-* lines that ran in a process coverage does not follow (a subprocess started with an environment that drops
-  ``COVERAGE_PROCESS_CONFIG`` or ``PYTHONPATH``) or that only the Triton interpreter runs from another copy
-  of the code carry no context at all; so does dead code. A mutant whose changed lines no test executed
-  runs every test of each command whose map marks the file ``partial``: a file holding a line with no
-  context that its module's import did not run, i.e. one the recording may have missed (``FULL_FILES``
-  adds files named by hand). Elsewhere it runs nothing and survives, as on a full run;
-* tests that read the source as text (``inspect.getsource``, a source rule's parse) execute no line of
-  it: ``SOURCE_READERS`` names them, and they run with every mutant of the files they read;
+  loop, a child's start-up) carry the empty context, and a statement outside any function that the map
+  lacks may have run where coverage did not look: a mutant changing either runs every test of that
+  command (``select`` gives None);
+* a statement inside a function that no test executed (dead code, a device-only path, or code run only in
+  a process coverage does not follow: a subprocess started with an environment without
+  ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
+  a full run of the first two kinds. The Triton interpreter runs the kernels' own functions, so their lines
+  carry the tests that launched them (``FULL_FILES`` would name a file whose lines the map cannot tell);
+* tests that read the imported source as text (``inspect.getsource``) execute no line of it:
+  ``SOURCE_READERS`` names their modules, which run with every mutant of the file they read;
+* state set up once for many tests (a session or module fixture) is recorded against the first test that
+  set it up: a mutant there runs that test, not the later ones that only read the state;
 * a test whose verdict depends on another test run before it in the same process is not selected with it
   (the runner's ``passes_alone`` already voids kills of order-dependent tests).
 
-``python -m mutation --generated 10 --seed S --select`` and the same without ``--select`` check the
-selection against full runs (docs/data/mutants-selection-check.md).
+Checked against full runs of the same sample (``--generated 10 --seed 5`` with and without ``--select``):
+docs/data/mutants-selection-check.md.
 """
 
 from __future__ import annotations
