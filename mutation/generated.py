@@ -2,6 +2,7 @@
 
     python -m mutation --generated 150                  # sample 150 (seed 0), run them, 2 at a time
     python -m mutation --generated 150 --seed 3 --jobs 2 --report /tmp/m.json
+    python -m mutation --generated 150 --seed-from-commit --select --report docs/data/mutants-150-seed<S>.json
     python -m mutation --generated 150 --dry-run        # the sample and its diffs, nothing run
     python -m mutation --generated 5 --tests tests/test_planning.py   # plumbing check, one quick command
     python -m mutation --generated 150 --worktree      # the working tree, uncommitted edits included
@@ -45,7 +46,8 @@ target node replaced (``ast.dump`` equal) and the module parses, i.e. it differs
 original in the targeted node only. Ids are ``file:line:col:operator`` (``~2`` appended when two nodes of one operator
 start at the same place, e.g. the outer ``+`` of ``a + b + c``).
 
-Sampling (``--seed``, default 0): ``--generated N`` is split over the files in proportion to
+Sampling (``--seed``, default 0; ``--seed-from-commit``: the first 8 hex digits of the mutated commit's
+hash, so a sample drawn after the work is fixed by what was committed): ``--generated N`` is split over the files in proportion to
 their sites (largest remainder, at least ``--min-per-file`` per file that has sites), then
 drawn uniformly within each file by ``random.Random(f"{seed}:{file}")``: the same source and
 seed give the same sample on every machine. ``--uniform`` draws N from all sites at once.
@@ -81,6 +83,11 @@ killed most mutants of the file so far runs first. ``--no-reorder`` keeps pytest
 order; a survivor runs every test of both commands either way, so no order changes a verdict
 unless a test depends on another's side effects (the killers table of the report would show
 one test killing mutants all over the package).
+
+Selection (``--select``, mutation/selection.py): the baseline runs under coverage, each line recorded with
+the tests that executed it (the case children's included), once per tree (cached in .mutants-coverage/);
+each mutant then runs, of each command, only the tests that execute its changed statements (none: the
+command is skipped; a statement run outside any test: all of them). Its module doc says what it can miss.
 
 Verdicts: ``killed`` (a command failed: pytest exit 1 or 2, or it crashed with a signal other
 than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict within
@@ -143,6 +150,7 @@ from pathlib import Path
 from typing import Any
 
 from . import mutants as hand
+from . import selection
 
 ROOT = hand.ROOT
 PACKAGE_NAME = "wy_ascend"
@@ -154,7 +162,7 @@ PYTEST_FLAGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "_wy_mutant_guard", 
 # The tree copied for a run: everything CI reads, less version control, caches and outputs.
 SNAPSHOT_IGNORE = (".git", ".nox", ".venv", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                    ".benchmarks", ".dbg", ".device", ".whl", "build", "dist", "__pycache__", "*.egg-info", "*.pyc",
-                   "fuzz-report.json*", "mutants-report*", "lowering-report.json", "bench.json")
+                   "fuzz-report.json*", "mutants-report*", "lowering-report.json", "bench.json", selection.CACHE_DIR)
 
 OPERATORS = ("cmp_flip", "cmp_swap", "bool_flip", "const_inc", "const_dec", "bound_inc", "bound_dec", "binop",
              "drop_call", "drop_stmt", "swap_args")
@@ -781,6 +789,13 @@ def pytest_collection(session):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
+    select = os.environ.get("WY_GEN_SELECT")  # the tests that execute the mutated lines (mutation/selection.py)
+    if select:
+        keep = set(json.loads(Path(select).read_text()))
+        chosen = [it for it in items if it.nodeid in keep or it.nodeid.split("::")[0] in keep]
+        kept = {it.nodeid for it in chosen}
+        config.hook.pytest_deselected(items=[it for it in items if it.nodeid not in kept])
+        items[:] = chosen
     path = os.environ.get("WY_GEN_ORDER")
     if not path:
         return
@@ -832,6 +847,7 @@ class Outcome:
     command_index: int | None = None
     durations: dict[str, float] = field(default_factory=dict)  # per test, every command that ran
     command_seconds: list[float] = field(default_factory=list)
+    selected: list[int | str] = field(default_factory=list)  # per command run: tests selected, or "all"
 
 
 class Runner:
@@ -845,6 +861,8 @@ class Runner:
         self.killers: dict[str, Counter[str]] = defaultdict(Counter)  # file -> killing test -> count
         self.command_kills: dict[str, Counter[int]] = defaultdict(Counter)  # file -> command index -> kills
         self.alone: dict[str, bool] = {}  # "command index:test id" -> passes run alone unmutated (passes_alone)
+        # --select: per command, the tests that executed each line of the unmutated tree (mutation/selection.py)
+        self.maps: list[dict[str, dict[str, list[str]]]] | None = None
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen[str]] = set()
         self.stopping = False
@@ -925,10 +943,20 @@ class Runner:
             self.alone[key] = step.verdict == "survived"
         return self.alone[key]
 
-    def run(self, mutant: Mutant | None, timeout: float | None) -> Outcome:
-        """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline). A kill
-        whose first failing test fails alone on the unmutated tree (``passes_alone``) is no verdict."""
+    def tests_for(self, mutant: Mutant) -> list[list[str] | None]:
+        """Per command: the tests to run on ``mutant`` (None: all of them), from ``maps`` (--select)."""
+        if self.maps is None:
+            return [None] * len(self.commands)
+        statements = selection.changed_statements(mutant.original, mutant.mutated)
+        return selection.select(self.maps, mutant.site.file, statements, self.commands)
+
+    def run(self, mutant: Mutant | None, timeout: float | None, record: bool = False) -> Outcome:
+        """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline), each on the
+        tests ``tests_for`` picks. A kill whose first failing test fails alone on the unmutated tree
+        (``passes_alone``) is no verdict. ``record`` (the baseline): under coverage, setting ``maps``."""
         start = time.monotonic()
+        chosen = self.tests_for(mutant) if mutant is not None else [None] * len(self.commands)
+        maps: list[dict[str, dict[str, list[str]]]] = [{} for _ in self.commands]
         with self._workspace(mutant) as (tmp, env):
             order = self._order_file(tmp, mutant.site.file if mutant else None)
             if order is not None:
@@ -939,11 +967,25 @@ class Runner:
                 with self.lock:
                     kills = self.command_kills[mutant.site.file]
                     order.sort(key=lambda i: (-kills[i], i))
-            for n, i in enumerate(order):
-                cmd = self.commands[i]
-                env["WY_GEN_IMPORT_ALL"] = "1" if n == 0 else "0"
+            outcome.selected = ["all" if c is None else len(c) for c in chosen]
+            first = True
+            for i in order:
+                cmd, run_env, prefix = self.commands[i], dict(env), []
+                if chosen[i] == []:  # no test of this command executes the changed lines
+                    continue
+                if chosen[i] is not None:
+                    cmd = selection.narrowed(cmd, chosen[i])
+                    (tmp / f"select-{i}.json").write_text(json.dumps(chosen[i]))
+                    run_env["WY_GEN_SELECT"] = str(tmp / f"select-{i}.json")
+                if record:
+                    (tmp / f"coverage-{i}").mkdir()
+                    prefix, run_env = selection.recording(tmp / f"coverage-{i}", run_env)
+                run_env["WY_GEN_IMPORT_ALL"] = "1" if first else "0"
+                first = False
                 left = None if timeout is None else timeout - (time.monotonic() - start)
-                step = self._one_command(cmd, env, tmp, left)
+                step = self._one_command(cmd, run_env, tmp, left, prefix)
+                if record and step.verdict == "survived":
+                    maps[i] = selection.recorded(tmp / f"coverage-{i}", run_env, self.snapshot)
                 outcome.durations.update(step.durations)
                 outcome.command_seconds.append(round(step.seconds, 1))
                 if step.verdict != "survived":
@@ -951,6 +993,10 @@ class Runner:
                     outcome.command = self.command_line(cmd)
                     outcome.command_index = i
                     break
+            if first:
+                outcome.detail = "no test executes the changed lines"
+            if record and outcome.verdict == "survived":
+                self.maps = maps
         killer = outcome.killer
         if (mutant is not None and outcome.verdict == "killed" and killer and "::" in killer
                 and not self.passes_alone(killer, outcome.command_index or 0)):
@@ -959,7 +1005,9 @@ class Runner:
         outcome.seconds = time.monotonic() - start
         return outcome
 
-    def _one_command(self, cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None) -> Outcome:
+    def _one_command(self, cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None,
+                     prefix: list[str] | tuple[str, ...] = ()) -> Outcome:
+        """Run pytest ``cmd`` (after ``prefix``'s interpreter arguments, e.g. coverage's) and tell its verdict."""
         gen_report = Path(env["WY_GEN_REPORT"])
         guard_report = Path(env["WY_MUTANT_REPORT"])
         for p in (gen_report, guard_report):
@@ -967,7 +1015,7 @@ class Runner:
         start = time.monotonic()
         if timeout is not None and timeout <= 0:
             return Outcome("timeout", 0.0, "no time left for this command")
-        full = [sys.executable, "-m", "pytest", *cmd, *PYTEST_FLAGS, *self.args.pytest_args]
+        full = [sys.executable, *prefix, "-m", "pytest", *cmd, *PYTEST_FLAGS, *self.args.pytest_args]
         proc = subprocess.Popen(full, cwd=self.snapshot, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         with self.lock:
@@ -1197,6 +1245,9 @@ def markdown(doc: dict[str, Any]) -> str:
             "", f"Commands (each `-x`, without xdist, on a copy of the tree at fingerprint `{doc['fingerprint']}`, "
             f"src `{doc['src_fingerprint']}`):", ""]
     out += [f"    {c}" for c in doc["commands"]]
+    if doc.get("select"):
+        out += ["", "Each mutant ran only the tests of each command that execute its changed lines (`--select`, "
+                "mutation/selection.py; a line run outside any test: all of them)."]
     if doc.get("not_built"):
         out += ["", "Not built (not run, not counted):", ""] + [f"- `{b['id']}`: {b['why']}" for b in doc["not_built"]]
     base = doc.get("baseline") or {}
@@ -1417,6 +1468,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "each survivor it decided takes that verdict (the tree named with it), each whose code is "
                         "gone is 'gone' (not counted), so the score is of the later tree")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed-from-commit", action="store_true",
+                   help="the seed is the mutated commit's hash (--rev, default HEAD): its first 8 hex digits")
     p.add_argument("--shard", metavar="K/N",
                    help="run only shard K of N (1-based): the sampled mutants at positions i with i %% N == K-1 "
                         "(the baseline runs in every shard; default report mutants-report.shard-K-of-N.json)")
@@ -1447,6 +1500,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-killed", action="store_true",
                    help="resume: keep kills made on another test suite too (src/wy_ascend unchanged)")
     p.add_argument("--shrink", action="store_true", help="keep Hypothesis' shrink phase (slower kills, same verdicts)")
+    p.add_argument("--select", action="store_true",
+                   help="run on each mutant only the tests that execute its changed lines (mutation/selection.py: "
+                        "coverage recorded once per tree with the baseline, cached in .mutants-coverage/)")
     p.add_argument("--no-reorder", action="store_true", help="run the tests in pytest's order")
     p.add_argument("--dry-run", action="store_true", help="print the sample and its diffs; run nothing")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command's pytest output")
@@ -1493,7 +1549,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.operators.split(",")) - set(OPERATORS)
     if unknown:
         p.error(f"unknown operators {sorted(unknown)}; known: {', '.join(OPERATORS)}")
+    if args.seed_from_commit:
+        if args.rev is None:
+            p.error("--seed-from-commit names the seed by the commit mutated (--rev, default HEAD), not --worktree")
+        try:
+            args.seed = commit_seed(args.rev)
+        except subprocess.CalledProcessError as e:
+            p.error(f"--seed-from-commit: git rev-parse {args.rev} failed: {e.stderr.decode().strip()}")
     return args
+
+
+def commit_seed(rev: str, root: Path = ROOT) -> int:
+    """The sampling seed a commit fixes: its hash's first 8 hex digits as an integer (a sample drawn after
+    the work, from what was committed, so no one picks the seed or works its survivors in advance)."""
+    full = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                          capture_output=True, check=True).stdout.decode().strip()
+    return int(full[:8], 16)
 
 
 def recheck_mutants(report: Path, sources: dict[str, str],
@@ -1533,7 +1604,7 @@ def _result(m: Mutant, verdict: str, fp: str, src_fp: str, outcome: Outcome | No
     if outcome is not None:
         r.update(seconds=round(outcome.seconds, 1), detail=outcome.detail, killer=outcome.killer,
                  command=outcome.command, command_index=outcome.command_index,
-                 command_seconds=outcome.command_seconds)
+                 command_seconds=outcome.command_seconds, selected=outcome.selected)
     return r
 
 
@@ -1600,7 +1671,7 @@ def main(argv: list[str] | None = None) -> int:
                 previous = json.loads(report_path.read_text())
             except ValueError:
                 print(f"warning: {report_path} is not JSON; starting afresh", file=sys.stderr)
-        same_setup = previous.get("commands") == commands
+        same_setup = previous.get("commands") == commands and previous.get("select", False) == args.select
         old = {r["id"]: r for r in previous.get("results", [])} if same_setup else {}
         results: dict[str, dict[str, Any]] = {}
         todo: list[Mutant] = []
@@ -1627,7 +1698,7 @@ def main(argv: list[str] | None = None) -> int:
             "fingerprint": fp, "src_fingerprint": src_fp, "commands": commands, "jobs": args.jobs,
             "shrink": args.shrink, "reorder": not args.no_reorder, "timeout": 0.0,
             "not_built": [{"id": s.id, "why": why} for s, why in broken],
-            "equivalent": equivalent, "baseline": None,
+            "equivalent": equivalent, "baseline": None, "select": args.select,
         }
         write_lock = threading.Lock()
 
@@ -1646,13 +1717,20 @@ def main(argv: list[str] | None = None) -> int:
 
         previous_handler = signal.signal(signal.SIGTERM, terminate)
         base_prev = previous.get("baseline") if same_setup else None
-        if base_prev and base_prev.get("fingerprint") == fp and base_prev.get("verdict") == "survived":
+        maps_path = selection.cache_path(ROOT, fp, commands)
+        if args.select and maps_path.is_file():
+            runner.maps = json.loads(maps_path.read_text())
+            print(f"coverage map of this tree: {maps_path}", flush=True)
+        if base_prev and base_prev.get("fingerprint") == fp and base_prev.get("verdict") == "survived" and (
+                not args.select or runner.maps is not None):
             baseline = base_prev
             print(f"baseline: reused from {report_path.name} ({baseline['seconds']:.0f} s)", flush=True)
         else:
-            print(f"baseline (unmutated copy): {' && '.join(commands)}", flush=True)
+            record = args.select and runner.maps is None
+            print(f"baseline (unmutated copy{', under coverage' if record else ''}): {' && '.join(commands)}",
+                  flush=True)
             try:
-                out = runner.run(None, None)
+                out = runner.run(None, None, record=record)
             except KeyboardInterrupt:
                 runner.stop()
                 signal.signal(signal.SIGTERM, previous_handler)
@@ -1663,6 +1741,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"baseline: {'pass' if out.verdict == 'survived' else out.verdict.upper()} in {out.seconds:.0f} s "
                   f"{out.command_seconds} {out.detail}", flush=True)
         doc["baseline"] = baseline
+        if args.select and runner.maps is not None and not maps_path.is_file():
+            _atomic_write(maps_path, json.dumps(runner.maps))
+            print(f"coverage map recorded: {maps_path}", flush=True)
         if baseline["verdict"] != "survived":
             write(final=True)
             signal.signal(signal.SIGTERM, previous_handler)

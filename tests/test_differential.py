@@ -33,7 +33,7 @@ def test_the_peer_runs_what_it_claims() -> None:
     case = Case(T=20, backend="cpu", knobs={"max_blocks": 1, "mode": "grid"})
     assert peer_case(case).knobs == {"max_blocks": 1}  # type: ignore[union-attr]
     assert peer_case(case.replace(subject="fla-ascend")).knobs == case.knobs  # type: ignore[union-attr]
-    assert peer_case(Case(T=20, backend="cpu", corruption="k_3d")) is None
+    assert peer_case(Case(T=20, backend="cpu", corruption="k_wrong_ndim")) is None
 
 
 
@@ -69,7 +69,7 @@ def test_each_claim_decides_its_own_feature(feature: str) -> None:
     for other, (others_withheld, _) in _FEATURES.items():  # a claim the case does not touch never refuses it
         if other not in touched:
             assert claimed(dataclasses.replace(everything, **others_withheld), case), other
-    assert not claimed(everything, case.replace(corruption="k_3d"))
+    assert not claimed(everything, case.replace(corruption="k_wrong_ndim"))
 
 @needs_fla
 @pytest.mark.cpu_backend

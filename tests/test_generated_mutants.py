@@ -389,7 +389,7 @@ def test_a_kill_by_a_test_that_fails_alone_unmutated_is_no_verdict(tmp_path: Pat
     mutant = gm.make_mutant(sites[0], sources[sites[0].file])
     alone_runs: list[list[str]] = []
 
-    def one_command(cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None) -> gm.Outcome:
+    def one_command(cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None, prefix=()) -> gm.Outcome:
         if "::" in cmd[0]:  # the killer alone, unmutated
             alone_runs.append(cmd)
             return gm.Outcome("killed" if "order_dependent" in cmd[0] else "survived", 0.1)

@@ -156,11 +156,11 @@ def test_flags() -> None:
 
 
 def test_bad_input_cases() -> None:
-    drawn = draw_many(bad_input_cases(), 600)
-    # most corruptions are drawn (600 draws over 34 reach 30); test_bad_input runs each explicitly too
+    drawn = draw_many(bad_input_cases(), 1000)
+    # most corruptions are drawn (1000 draws over 57 reach 54); tests/test_bad_input.py runs each explicitly too
     assert len({c.corruption for c in drawn}) >= len(CORRUPTIONS) - 5
     adds_cu = corruptions_adding_cu_seqlens()
-    assert "cu_not_starting_at_0" in adds_cu and "k_3d" not in adds_cu
+    assert "cu_not_starting_at_0" in adds_cu and "k_wrong_ndim" not in adds_cu
     for c in drawn:
         assert c.T >= 1 and (c.corruption not in adds_cu or c.B == 1)
 

@@ -1,6 +1,10 @@
 """Input validation: every rule raises a ValueError/TypeError naming the argument, its
 value and what is allowed, before any kernel launches. The result is a ``Problem``,
-the shape of the work that planning and the backends consume."""
+the shape of the work that planning and the backends consume.
+
+Each rule says its invalid region (every value it refuses) beside it; the bad_input property
+(wy_ascend.testing.properties.bad_input, the corruption named there) draws its violation from
+the whole region, not from one point of it."""
 
 from __future__ import annotations
 
@@ -45,46 +49,60 @@ class Problem:
 
 
 def _tensor(name: str, x: object) -> torch.Tensor:
+    """Region: any object but a tensor (lists, arrays, scalars, strings; None where the argument is
+    required): ``<name>_not_tensor``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     return x
 
 
 def _ndim(name: str, x: torch.Tensor, ndim: int, layout: str) -> None:
+    """Region: any other number of dims, 0 up (``<name>_wrong_ndim``, ``cu_wrong_ndim``)."""
     if x.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D {layout}, got shape {tuple(x.shape)}")
 
 
 def _shape(name: str, x: torch.Tensor, expected: tuple[int, ...], layout: str) -> None:
+    """Region: any other shape, any sizes of any number of dims (beta and A reach it with their dims
+    right, the rest of the shape wrong): ``<name>_wrong_shape``."""
     if tuple(x.shape) != expected:
         raise ValueError(f"{name} must have shape {layout} = {expected}, got {tuple(x.shape)}")
 
 
 def _float_dtype(name: str, x: torch.Tensor) -> None:
+    """Region: every dtype outside SUPPORTED_DTYPES: integers and bool (``<name>_int_dtype``), float64,
+    complex and float8 (``<name>_float_dtype``)."""
     if x.dtype not in SUPPORTED_DTYPES:
         allowed = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise TypeError(f"{name} must have dtype in ({allowed}), got {x.dtype}")
 
 
 def _same_dtype(name: str, x: torch.Tensor, ref: torch.dtype) -> None:
+    """Region: every dtype but k's, the supported ones included (``<name>_int_dtype``, ``<name>_float_dtype``)."""
     if x.dtype != ref:
         raise TypeError(f"{name} must have the dtype of k ({ref}), got {x.dtype}")
 
 
 def check_dim(name: str, value: int) -> None:
-    """K or V: in [1, MAX_DIM] (the ops' rule, shared with reference.build_A)."""
+    """K or V: in [1, MAX_DIM] (the ops' rule, shared with reference.build_A). Region: 0 and every size
+    past MAX_DIM (``k_dim_out_of_range``, ``v_dim_out_of_range``)."""
     if not 1 <= value <= MAX_DIM:
         raise ValueError(f"{name} must be in [1, {MAX_DIM}], got {value}")
 
 
 def check_chunk_size(name: str, value: int) -> None:
-    """The chunk size BT: one of SUPPORTED_BT (the ops' rule, shared with reference.build_A)."""
+    """The chunk size BT: one of SUPPORTED_BT (the ops' rule, shared with reference.build_A). Region: every
+    other size, 0 up, powers of two and multiples of 16 included (``bt_unsupported``)."""
     if value not in SUPPORTED_BT:
         raise ValueError(f"{name} must be one of {SUPPORTED_BT}, got {value}")
 
 
 def _check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
-    """Check cu_seqlens with one host read; returns it as a CPU int64 tensor."""
+    """Check cu_seqlens with one host read; returns it as a CPU int64 tensor. Regions, in the order checked:
+    any dims but 1 (``cu_wrong_ndim``); any dtype but int32/int64 (``cu_wrong_dtype``); 0 or 1 entries
+    (``cu_too_short``); any B > 1 (``cu_with_batch_2``); any first entry but 0 (``cu_not_starting_at_0``);
+    any entry below the one before it, by any amount (``cu_decreasing``); any last entry but T in a
+    non-decreasing cu_seqlens (``cu_not_ending_at_T``)."""
     cu = _tensor("cu_seqlens", cu_seqlens)
     if cu.ndim != 1:
         raise ValueError(f"cu_seqlens must be 1-D [N+1], got shape {tuple(cu.shape)}")
@@ -135,7 +153,9 @@ def _varlen_chunks(cu_seqlens: torch.Tensor, B: int, T: int, BT: int) -> tuple[t
 
 
 def _check_chunk_indices(chunk_indices: object, expected: torch.Tensor, BT: int, device: torch.device) -> torch.Tensor:
-    """The caller's chunk_indices, checked against the ones cu_seqlens implies (on the host)."""
+    """The caller's chunk_indices, checked against the ones cu_seqlens implies (on the host). Regions: any dtype
+    but int32/int64 (``chunk_indices_float_dtype``); any other device (``chunk_indices_other_device``); any
+    other shape or any entry off by any amount (``chunk_indices_wrong``)."""
     ci = _tensor("chunk_indices", chunk_indices)
     if ci.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"chunk_indices must have an integer dtype, got {ci.dtype}")
@@ -160,7 +180,12 @@ def validate(
     dw: object = None,
     du: object = None,
 ) -> Problem:
-    """Check the inputs of either op (dw/du for the backward) and describe the problem."""
+    """Check the inputs of either op (dw/du for the backward) and describe the problem.
+
+    Regions of the rules checked here: v's [B, T] any pair but k's (``v_wrong_T``, ``v_wrong_B``); the key
+    heads H = 0 or any H that does not divide HV (``hv_not_multiple``); exactly one of dw and du given
+    (``dw_du_not_together``); any tensor on a device but k's (``<name>_other_device``); chunk_indices of
+    any kind with no cu_seqlens (``chunk_indices_without_cu``)."""
     k, v, beta, A = (_tensor(n, x) for n, x in (("k", k), ("v", v), ("beta", beta), ("A", A)))
     _ndim("k", k, 4, "[B, T, H, K]")
     _ndim("v", v, 4, "[B, T, HV, V]")

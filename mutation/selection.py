@@ -1,0 +1,214 @@
+"""Coverage-based test selection for generated mutants: run only the tests that execute the mutated lines.
+
+A mutant can change the outcome of a test only if the test executes a changed line (the suite's runs are
+deterministic: ``--profile ci`` is derandomized, tests/ draw with ``derandomize=True`` or fixed examples). So, as mutmut and
+cosmic-ray do, the unmutated tree's coverage is recorded once, each line with the tests that executed it
+(coverage's dynamic contexts, one per pytest node id), and a mutant runs only those tests of each command.
+The map is recorded per tree (``generated.fingerprint`` of the snapshot) and per commands, and cached in
+``.mutants-coverage/<fingerprint>-<commands hash>.json``: a rerun or a resumed shard of the same tree reads it.
+
+How lines get their tests. In the pytest process, a plugin of coverage's (``_wy_cov_contexts``, written
+beside the guard plugins) starts a context at pytest's ``runtestprotocol`` frame (setup, call and teardown
+of one item) named by the item's node id, and writes the id to a file (``WY_COV_CONTEXT_FILE``). The cases
+the tests run in other processes are measured too: coverage's ``patch = subprocess, fork, _exit`` starts
+it in every child interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``),
+keeps it across the fork servers' forks and saves the data of children that leave by ``os._exit``; there
+the plugin starts a context at each case's entry (``ENTRIES``: the case runner's ``run_within_memory``, the
+history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case.
+
+What the selection can miss, and what is done about it:
+
+* lines run outside any test (imports, module and class bodies, a function's defaults, the case runner's
+  loop, a child's start-up) carry the empty context, and a statement outside any function that the map
+  lacks may have run where coverage did not look: a mutant changing either runs every test of that
+  command (``select`` gives None);
+* a statement inside a function that no test executed (dead code, a device-only path, or code run only in
+  a process coverage does not follow: a subprocess started with an environment without
+  ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
+  a full run of the first two kinds. The Triton interpreter runs the kernels' own functions, so their lines
+  carry the tests that launched them (``FULL_FILES`` would name a file whose lines the map cannot tell);
+* tests that read the imported source as text (``inspect.getsource``) execute no line of it:
+  ``SOURCE_READERS`` names their modules, which run with every mutant of the file they read;
+* state set up once for many tests (a session or module fixture) is recorded against the first test that
+  set it up: a mutant there runs that test, not the later ones that only read the state;
+* a test whose verdict depends on another test run before it in the same process is not selected with it
+  (the runner's ``passes_alone`` already voids kills of order-dependent tests).
+
+Checked against full runs of the same sample (``--generated 10 --seed 5`` with and without ``--select``):
+docs/data/mutants-selection-check.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CACHE_DIR = ".mutants-coverage"
+ENTRIES = ("run_within_memory", "run_sequence")
+# Files whose lines the recording may not attribute to tests: every test of every command (none so far:
+# the interpreter runs the kernels' own functions, so their lines carry the tests that launched them).
+FULL_FILES: frozenset[str] = frozenset()
+# Test modules that read a file of src/wy_ascend as text (inspect.getsource of the imported, mutated
+# module): they run with every mutant of it. (Tests that read src/ by path read the snapshot's unmutated
+# copy, so no mutant changes what they see.)
+SOURCE_READERS: dict[str, tuple[str, ...]] = {
+    "kernels.py": ("tests/test_ops.py", "tests/test_cuda_variant.py"),
+}
+
+PLUGIN = '''\
+"""coverage plugin of mutation/selection.py: one context per pytest item, followed into the case children."""
+import os
+from pathlib import Path
+
+import coverage
+
+FILE = os.environ.get("WY_COV_CONTEXT_FILE", "")
+ENTRIES = __ENTRIES__
+
+
+class Contexts(coverage.CoveragePlugin):
+    def dynamic_context(self, frame):
+        name = frame.f_code.co_name
+        if name == "runtestprotocol" and "item" in frame.f_locals:  # pytest's, in the pytest process
+            nodeid = frame.f_locals["item"].nodeid
+            if FILE:
+                Path(FILE).write_text(nodeid)
+            return nodeid
+        if name in ENTRIES and FILE:  # a case in a child: the test that sent it
+            try:
+                return Path(FILE).read_text() or None
+            except OSError:
+                return None
+        return None
+
+
+def coverage_init(reg, options):
+    reg.add_dynamic_context(Contexts())
+'''.replace("__ENTRIES__", repr(ENTRIES))
+
+SITECUSTOMIZE = '''\
+"""Written by mutation/selection.py for a coverage recording: coverage in every child interpreter."""
+import os
+
+if os.environ.get("COVERAGE_PROCESS_CONFIG") or os.environ.get("COVERAGE_PROCESS_START"):
+    import coverage
+
+    coverage.process_startup()
+'''
+
+RCFILE = """\
+[run]
+parallel = true
+data_file = {data}
+source_pkgs = wy_ascend
+patch = subprocess, fork, _exit
+plugins = _wy_cov_contexts
+disable_warnings = no-data-collected, module-not-measured, already-imported
+"""
+
+
+def cache_path(root: Path, fingerprint: str, commands: list[str]) -> Path:
+    """Where the maps of the tree ``fingerprint`` under ``commands`` are kept."""
+    digest = hashlib.sha256(json.dumps(commands).encode()).hexdigest()[:12]
+    return root / CACHE_DIR / f"{fingerprint}-{digest}.json"
+
+
+def recording(tmp: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The interpreter arguments (before ``-m pytest``'s) and the environment that run one pytest command
+    under coverage, its data under ``tmp``: the plugin and sitecustomize first on PYTHONPATH, with
+    coverage itself, so that every child finds them."""
+    import coverage
+
+    data = tmp / "coverage-data"
+    shutil.rmtree(data, ignore_errors=True)
+    data.mkdir()
+    helpers = tmp / "coverage-helpers"
+    helpers.mkdir(exist_ok=True)
+    (helpers / "_wy_cov_contexts.py").write_text(PLUGIN)
+    (helpers / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    rc = tmp / "coveragerc"
+    rc.write_text(RCFILE.format(data=data / ".coverage"))
+    paths = [str(helpers), str(Path(coverage.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+    return ["-m", "coverage", "run", f"--rcfile={rc}"], {
+        **env, "WY_COV_CONTEXT_FILE": str(tmp / "coverage-context"),
+        "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
+def recorded(tmp: Path, env: dict[str, str], cwd: Path) -> dict[str, dict[str, list[str]]]:
+    """The map of the command ``recording`` ran: combines its processes' data and reads it (``read_map``)."""
+    subprocess.run([sys.executable, "-m", "coverage", "combine", f"--rcfile={tmp / 'coveragerc'}", "-q",
+                    str(tmp / "coverage-data")], cwd=cwd, env=env, check=True, capture_output=True)
+    return read_map(tmp / "coverage-data" / ".coverage")
+
+
+def read_map(data_file: Path) -> dict[str, dict[str, list[str]]]:
+    """The node ids that executed each measured line of a combined coverage data file: {file under
+    src/wy_ascend: {line: [node ids, "" for outside any test]}}."""
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    lines: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(data.measured_files()):
+        parts = Path(path).parts
+        if "wy_ascend" in parts:
+            rel = "/".join(parts[len(parts) - parts[::-1].index("wy_ascend"):])
+            lines[rel] = {str(n): sorted(c) for n, c in data.contexts_by_lineno(path).items()}
+    return lines
+
+
+def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:
+    """(first line, inside a function) of each innermost statement of ``original`` holding a line the mutant
+    changes: coverage records a statement that spans lines at its first line."""
+    changed: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, original.splitlines(), mutated.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    found: dict[int, tuple[int, bool]] = {}
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                span = range(child.lineno, (child.end_lineno or child.lineno) + 1)
+                for n in changed.intersection(span):  # an inner statement visited later overrides
+                    found[n] = (child.lineno, in_function)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(original), False)
+    return sorted(set(found.values()))
+
+
+def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: list[tuple[int, bool]],
+           commands: list[list[str]]) -> list[list[str] | None]:
+    """Per command: None (run all its tests) or the node ids (and test modules) to run, none to skip it,
+    for a mutant of ``file`` (under src/wy_ascend) changing ``statements`` (``changed_statements``).
+
+    All tests: a statement run outside any test (the empty context: an import, a child's loop) or never run
+    though not in a function (a module or class body the map missed), or a file of ``FULL_FILES``."""
+    out: list[list[str] | None] = []
+    for m, cmd in zip(maps, commands):
+        by_line = m.get(file, {})
+        ids: set[str] = set()
+        everything = file in FULL_FILES
+        for line, in_function in statements:
+            contexts = by_line.get(str(line))
+            everything |= (contexts is None and not in_function) or "" in (contexts or ())
+            ids.update(contexts or ())
+        paths = [t.rstrip("/") for t in cmd if not t.startswith("-")]
+        readers = {r for r in SOURCE_READERS.get(file, ()) if any(r == p or r.startswith(p + "/") for p in paths)}
+        out.append(None if everything else sorted(ids | readers))
+    return out
+
+
+def narrowed(cmd: list[str], ids: list[str]) -> list[str]:
+    """``cmd`` collecting only the test modules of ``ids`` (its options kept); the plugin keeps the ids."""
+    first_option = next((i for i, t in enumerate(cmd) if t.startswith("-")), len(cmd))
+    return [*dict.fromkeys(n.split("::")[0] for n in ids), *cmd[first_option:]]

@@ -1,0 +1,101 @@
+"""mutation/selection.py without running coverage: which statements a mutant changes, which tests of each
+command it runs, and the plugin keeping only those (the recording itself runs with ``--select``;
+docs/data/mutants-selection-check.md compares it with full runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from mutation import generated as gm
+from mutation import selection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SOURCE = '''\
+LIMIT = 3
+
+
+def f(a,
+      b=LIMIT + 1):
+    y = g(a,
+          b)
+    return y
+
+
+class C:
+    size = 2
+
+    def m(self):
+        return self.size
+'''
+COMMANDS = [["tests/"], ["fuzz/", "--profile", "ci"]]
+
+
+def _statements(old: str, new: str) -> list[tuple[int, bool]]:
+    return selection.changed_statements(SOURCE, SOURCE.replace(old, new, 1))
+
+
+def test_a_changed_line_is_its_statements_first_line_and_says_whether_a_function_runs_it() -> None:
+    assert _statements("          b)", "          b + 1)") == [(6, True)]  # a call's second line: the call's
+    assert _statements("b=LIMIT + 1", "b=LIMIT - 1") == [(4, False)]  # a default: the def, run at import
+    assert _statements("LIMIT = 3", "LIMIT = 4") == [(1, False)]
+    assert _statements("    size = 2", "    size = 3") == [(12, False)]  # a class body
+    assert _statements("        return self.size", "        pass") == [(15, True)]
+
+
+def test_a_mutant_runs_the_tests_that_execute_its_statements_and_all_where_the_map_cannot_tell() -> None:
+    maps = [{"m.py": {"6": ["tests/test_a.py::x", "tests/test_b.py::y"], "15": [""], "4": ["", "tests/test_a.py::z"]}},
+            {"m.py": {"6": ["fuzz/test_fuzz.py::test_oracle"]}}]
+    assert selection.select(maps, "m.py", [(6, True)], COMMANDS) == [
+        ["tests/test_a.py::x", "tests/test_b.py::y"], ["fuzz/test_fuzz.py::test_oracle"]]
+    # run outside any test (an import, a child's loop) by the first command: all of its tests
+    assert selection.select(maps, "m.py", [(15, True)], COMMANDS) == [None, []]
+    assert selection.select(maps, "m.py", [(4, False), (6, True)], COMMANDS)[0] is None
+    # never run: in a function no test calls, nothing to run; in a module or class body, all (the map missed it)
+    assert selection.select(maps, "m.py", [(8, True)], COMMANDS) == [[], []]
+    assert selection.select(maps, "m.py", [(12, False)], COMMANDS) == [None, None]
+    # a module that reads the mutated file as text runs with its every mutant, in the command that holds it
+    assert selection.select(maps, "kernels.py", [(8, True)], COMMANDS) == [sorted(selection.SOURCE_READERS["kernels.py"]), []]
+
+
+def test_a_narrowed_command_collects_the_selected_modules_with_its_options() -> None:
+    ids = ["fuzz/test_fuzz.py::test_oracle", "fuzz/test_fuzz.py::test_bad_input", "fuzz/test_regressions.py::test_replay[a]"]
+    assert selection.narrowed(COMMANDS[1], ids) == ["fuzz/test_fuzz.py", "fuzz/test_regressions.py", "--profile", "ci"]
+
+
+def test_the_plugin_keeps_the_selected_items_and_modules_only(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "select.json").write_text(json.dumps(["tests/test_a.py::x", "tests/test_ops.py"]))
+    monkeypatch.setenv("WY_MUTANT_SRC", str(tmp_path))
+    monkeypatch.setenv("WY_GEN_REPORT", str(tmp_path / "report.json"))
+    monkeypatch.setenv("WY_GEN_SELECT", str(tmp_path / "select.json"))
+    monkeypatch.delenv("WY_GEN_ORDER", raising=False)
+    plugin: dict = {}
+    exec(compile(gm.PLUGIN, "_wy_gen_plugin", "exec"), plugin)
+    deselected: list = []
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    class Config:
+        class hook:  # noqa: N801 - pytest's name
+            @staticmethod
+            def pytest_deselected(items: list) -> None:
+                deselected.extend(items)
+
+    items = [Item(n) for n in ("tests/test_a.py::x", "tests/test_a.py::y", "tests/test_ops.py::o", "tests/test_ops.py::p")]
+    plugin["pytest_collection_modifyitems"](None, Config, items)
+    assert [i.nodeid for i in items] == ["tests/test_a.py::x", "tests/test_ops.py::o", "tests/test_ops.py::p"]
+    assert [i.nodeid for i in deselected] == ["tests/test_a.py::y"]
+
+
+def test_the_seed_from_a_commit_is_its_hashs_first_8_hex_digits(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "one")
+    assert gm.commit_seed("HEAD", tmp_path) == int(git("rev-parse", "HEAD")[:8], 16)
