@@ -564,6 +564,11 @@ def _convert(x: torch.Tensor, dtype: torch.dtype, scale: float | None = None) ->
     return (x * scale if x.dtype == torch.float64 else x.float() * scale).to(dtype)
 
 
+# What the adapter leaves out of a keyword call where it is None (absent: a fixed batch): the rest is passed
+# as given, None too, so that an op's own check of a required argument sees it (bad_input).
+_ABSENT_OK = frozenset({"cu_seqlens", "chunk_indices"})
+
+
 def _adapter(subject: Subject, backend: str, op: str) -> Callable[..., Any]:
     """The subject's op ``op`` in the canonical call (``Subject.ops``), through its ``Calling``."""
     calling, target = subject.calling, subject.calling.forward if op == "fwd" else subject.calling.backward
@@ -597,7 +602,7 @@ def _adapter(subject: Subject, backend: str, op: str) -> Callable[..., Any]:
             args["chunk_indices"] = (_import(prepare) if isinstance(prepare, str) else prepare)(cu, BT)
         positional = [args.get(n) for n in target]
         keywords = {calling.keywords[n]: args.get(n) for n in (FWD_ARGS if op == "fwd" else BWD_ARGS)
-                    if n in calling.keywords and n not in target and (args.get(n) is not None or n == "g")}
+                    if n in calling.keywords and n not in target and (args.get(n) is not None or n not in _ABSENT_OK)}
         if calling.gate_units == "none":
             keywords.pop(calling.keywords.get("g", ""), None)
         if calling.chunk_size is not None:
