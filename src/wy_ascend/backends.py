@@ -491,13 +491,6 @@ AUTOTUNE_ENV = "WY_ASCEND_AUTOTUNE"
 # changes no code, only the cache key: the search is over warps alone. (With pipelined tile
 # loops, 9 warps x stages configs made a first backward call sit in ptxas for minutes.)
 CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
-# (num_warps, maxnreg) searched beside CUDA_CONFIGS where the autotuner searches: a register cap per thread.
-# An SM's 64K registers hold a block of 4 warps at 169 registers (the bf16 forward at K=V=128, offline sm_90
-# compile) twice, at 168 three times (registers go by 8 a thread): with these in the search the headline
-# forwards ran 4-5% faster on two shapes on the H200, and on the H100 the grouped one took (4, 168), 4.5% faster
-# (docs/ledger.md session 24). The backward (244 registers at 4 warps, 229 at 8: 2 and 1 blocks an SM) spills
-# when capped; the autotuner took no capped config for it. A first call compiles 5 configs, not 3.
-REGISTER_CAPPED_CONFIGS = [(4, 168), (8, 128)]
 
 
 # Launches of fp32 dots on cuda (fp32 or fp16 I/O; bf16 in tiles narrower than LOWP_MIN_TILE): an exact fp32
@@ -562,8 +555,6 @@ def _autotuned(kernel_name: str, warps: int | None = None, autotune: bool = True
     kernels = _kernels(interpret=False)
     search = search_configs(warps, autotune)
     configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in search]
-    if len(search) > 1:
-        configs += [triton.Config({}, num_warps=w, num_stages=1, maxnreg=r) for w, r in REGISTER_CAPPED_CONFIGS]
     # PERSISTENT is left out of the key: both launch shapes then run one config, so
     # switching shape cannot change the arithmetic (results stay bit-identical).
     key = ["H", "HV", "K", "V", "BT", "BK", "BV", "USE_G", "IS_VARLEN", "LOWP_DOT", "DOT_GUARD", "GROUP_DK"]

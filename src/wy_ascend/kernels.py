@@ -279,13 +279,20 @@ def _bwd_task(
         # k and dw are read again by the dk loop below: kept in L2 (evict_last)
         b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
         b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
+        b_kb = b_k * b_kscale[:, None]
+        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        if USE_G:
+            b_db += tl.sum(b_dkb * b_k, 1) * b_eg
+            b_dg += tl.sum(b_dkb * b_kb, 1)
+        else:
+            b_db += tl.sum(b_dkb * b_k, 1)
         if LOWP_DOT:  # beta applied after the dots (below): bf16 k and v are exact operands
             b_ke = b_k
             if USE_G:
                 b_ke = b_k * b_eg[:, None]
             b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
         else:
-            b_dA += _mm(b_dw, tl.trans(b_k * b_kscale[:, None]), LOWP_DOT)
+            b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
         if DOT_GUARD:
             b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
         elif LOWP_DOT:
@@ -340,14 +347,6 @@ def _bwd_task(
         o_x = o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
-        # d(k*beta*eg) = A^T dw, computed here once: its dbeta and dg terms too (the first K loop computed it
-        # for them and this loop again). The headline backwards, kernel time: H200 0.1-4.0% faster; H100 grouped
-        # heads 4.6% faster, K=V=256 2.8% slower, the others within 0.6% (docs/ledger.md session 24)
-        if USE_G:
-            b_db += tl.sum(b_dkb * b_k, 1) * b_eg
-            b_dg += tl.sum(b_dkb * (b_k * b_kscale[:, None]), 1)
-        else:
-            b_db += tl.sum(b_dkb * b_k, 1)
         b_Si = b_S
         if DOT_GUARD:
             b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand
