@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from wy_ascend.cli import format_case, main
+from wy_ascend.cli import VERDICTS, Verdict, exit_status, format_case, main, summary
 from wy_ascend.testing import store
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import PropertyFailure
@@ -337,8 +340,6 @@ def test_a_history_cases_earlier_calls_print_one_a_line() -> None:
 
 def _block_verdicts(out: str) -> list[str]:
     """The verdict line of each file's block, in order (a table row starts with the file, not a verdict)."""
-    from wy_ascend.cli import VERDICTS
-
     return [line.split(":")[0] for line in out.splitlines() if line.split(":")[0] in VERDICTS]
 
 
@@ -346,8 +347,6 @@ def test_one_vocabulary_in_the_blocks_the_table_and_the_exit_status(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each file's block ends with the verdict its table row gives (an exception is ERROR in both), and the
     summary's counts name the exit status the command returns."""
-    from wy_ascend.cli import VERDICTS
-
     raised, failed, passed = (_file(tmp_path, "oracle", Case(T=t)) for t in (17, 18, 19))
 
     def replay(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
@@ -404,3 +403,28 @@ def test_a_case_is_described_with_its_dtypes_and_memory_layout() -> None:
     assert "B=1 T=16 H=1 HV=1" in text and "bfloat16 beta=float32 g=float16 gate" in text
     assert "memory=beta:transposed:0,k:strided:1" in text
     assert "beta=" not in store.describe_case(Case(T=16)) and "memory" not in store.describe_case(Case(T=16))
+
+
+# The verdicts of a replay as drawn multisets: every verdict, repeated and in any order (the rule has no
+# other input). File names repeat too, as a replay of one file given twice does.
+DRAWN_VERDICTS = st.lists(st.tuples(st.sampled_from(sorted(VERDICTS)), st.sampled_from(["a.json", "b.json"])),
+                          min_size=1, max_size=12)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(drawn=DRAWN_VERDICTS)
+def test_the_exit_status_and_the_summary_s_counts_follow_the_readme_s_rule(drawn: list[tuple[str, str]]) -> None:
+    """README: "The exit status is 1 where any file gives 1, else 2 where any gives 2, else 0" (each verdict's
+    code: cli.VERDICTS), over any multiset of verdicts, whatever their order; and the summary line counts each
+    verdict given, in VERDICTS' order, with the status the command returns. The fixed files of the tests above
+    reach a few of these multisets only."""
+    verdicts = [Verdict(file, "oracle", name) for name, file in drawn]
+    codes = {VERDICTS[name][0] for name, _ in drawn}
+    expected = 1 if 1 in codes else 2 if 2 in codes else 0
+    assert exit_status(verdicts) == expected
+    line = summary(verdicts)
+    head, _, tail = line.partition("; exit ")
+    assert head.startswith(f"summary: {len(drawn)} files: ") and tail.startswith(f"{expected} ("), line
+    counts = Counter(name for name, _ in drawn)
+    listed = [item.split(" ") for item in head.removeprefix(f"summary: {len(drawn)} files: ").split(", ")]
+    assert [(name, int(n)) for n, name in listed] == [(name, counts[name]) for name in VERDICTS if counts[name]], line

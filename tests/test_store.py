@@ -7,16 +7,20 @@ import multiprocessing
 import multiprocessing.queues
 import multiprocessing.synchronize
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from fuzz.strategies import cases
 from wy_ascend.cli import main
 from wy_ascend.errors import RegressionFileError
 from wy_ascend.testing import store
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import PropertyFailure
+from wy_ascend.testing.properties import PROPERTIES, PropertyFailure
 from wy_ascend.testing.store import file_name, iter_store, load, record_failure
 
 CASE = Case(T=20, cu_seqlens=(0, 5, 20), H=1, HV=2, use_g=True, knobs={"max_tasks": 3})
@@ -426,3 +430,56 @@ def test_the_interpreter_s_budget_counts_tiles_and_op_runs(tmp_path) -> None:
     assert unavailable(load(record_failure("oracle", case, PropertyFailure("x"), directory=tmp_path)), "cpu") is None
     twice = load(record_failure("varlen_split", case, PropertyFailure("x"), directory=tmp_path))
     assert "past the interpreter" in unavailable(twice, "cpu") and unavailable(twice, "cuda") is None
+
+
+# Failures as the suite stores them: a property's own, and exceptions a case raised (never a crash or a
+# timeout of the case runner: those are files of their own names, crash-/timeout-<hash>).
+DRAWN_FAILURES = st.one_of(st.builds(PropertyFailure, st.text(max_size=12)),
+                           st.builds(RuntimeError, st.text(max_size=12)), st.builds(IndexError, st.text(max_size=12)))
+
+
+@st.composite
+def store_writes(draw: st.DrawFn) -> list[tuple[str, Case, BaseException]]:
+    """Writes of failures to one store, (property, case, failure) each, drawn from a few properties and
+    cases (the fuzz suite's valid ones) so that keys repeat, each time with a failure of its own."""
+    props = draw(st.lists(st.sampled_from(sorted(PROPERTIES)), min_size=1, max_size=3, unique=True))
+    pool = draw(st.lists(cases(), min_size=1, max_size=3))
+    return draw(st.lists(st.tuples(st.sampled_from(props), st.sampled_from(pool), DRAWN_FAILURES),
+                         min_size=1, max_size=8))
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(writes=store_writes())
+def test_any_writes_leave_one_file_per_key_holding_its_first_record(
+        writes: list[tuple[str, Case, BaseException]]) -> None:
+    """The store's rules over any sequence of writes (test_never_overwrites, test_atomic_publish and
+    test_hash_covers_property_and_case_only show one each): each file is published complete under a name
+    not there before, the first write of a (property, case) key makes its file and every later one leaves it
+    as it is, whatever it fails with now; at the end there is one file per key, no temp file, and each
+    file loads back as its key's property and case with the first failure written."""
+    published: list[tuple[str, object]] = []
+    real_link = os.link
+
+    def link(src: str, dst: str) -> None:
+        assert not Path(dst).exists(), f"{dst} published over an existing file"
+        published.append((Path(dst).name, _strict_json(Path(src).read_text())))
+        real_link(src, dst)
+
+    with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store.os, "link", link)
+        directory, first = Path(d), {}
+        for i, (prop, case, error) in enumerate(writes):
+            key = (prop, file_name(prop, case))
+            recorded = store.store_failure(prop, case, error, directory)
+            assert recorded.path == directory / key[1], f"write {i} went to {recorded.path.name}, not {key[1]}"
+            assert recorded.new == (key not in first), f"write {i}: {key[1]} {'new' if recorded.new else 'not new'}"
+            if recorded.new:
+                first[key] = (case, error, recorded.path.read_text())
+        assert sorted(p.name for p in directory.iterdir()) == sorted(name for _, name in first)  # no temp file
+        assert sorted(name for name, _ in published) == sorted(name for _, name in first)  # one publish a key
+        for (prop, name), (case, error, text) in first.items():
+            assert (directory / name).read_text() == text, f"{name} changed after its first write"
+            stored = load(directory / name)
+            assert (stored.property, stored.case) == (prop, case)
+            assert (stored.failure["type"], stored.failure["message"]) == (type(error).__name__, str(error))
+        assert all(content == _strict_json((directory / name).read_text()) for name, content in published)

@@ -1,7 +1,8 @@
 """Every stored file is validated as input: the real files of regressions/, each mutated by Hypothesis
 in one field (deleted, given a value of another type or out of its range, an unknown field added, the
 schema version set to anything but the int 1), are either refused with a message naming the file and
-the field, or, where the mutation leaves a valid file, read back as the same case and property."""
+the field, or, where the mutation leaves a valid file, read back as the same case and property; and
+the same of each damaged in its bytes (cut short, a byte changed, added or lost), naming the file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wy_ascend.errors import RegressionFileError
+from wy_ascend.errors import RegressionFileError, SubjectUnavailableError
 from wy_ascend.testing.store import iter_store, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,3 +188,44 @@ def test_a_history_files_earlier_calls_are_read_as_cases(tmp_path: Path, change:
     with pytest.raises(RegressionFileError) as e:
         load(file)
     assert str(e.value).startswith(f"{file}: field {field!r}") and says in str(e.value), str(e.value)
+
+
+CUTS = ("truncate", "replace", "insert", "delete")
+
+
+def damaged(raw: bytes, kind: str, at: int, byte: int) -> bytes:
+    """``raw`` cut at byte ``at``, or that byte replaced by ``byte``, ``byte`` inserted before it, or it deleted."""
+    return {"truncate": raw[:at], "replace": raw[:at] + bytes([byte]) + raw[at + 1:],
+            "insert": raw[:at] + bytes([byte]) + raw[at:], "delete": raw[:at] + raw[at + 1:]}[kind]
+
+
+@st.composite
+def byte_corruptions(draw: st.DrawFn) -> tuple[str, str, int, int]:
+    """(file name, one of CUTS, the byte where, a byte value): damage below the JSON, a write torn short or a
+    byte of any value changed, added or lost (a disk's, a copy's or an editor's; invalid UTF-8 among them).
+    The field-level mutations are ``mutations``' above."""
+    name = draw(st.sampled_from(sorted(ORIGINALS)))
+    size = (ROOT / "regressions" / name).stat().st_size
+    return name, draw(st.sampled_from(CUTS)), draw(st.integers(0, size - 1)), draw(st.integers(0, 255))
+
+
+@pytest.mark.skipif(not FILES, reason="no files in regressions/ to corrupt")
+@settings(max_examples=1000, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(corruption=byte_corruptions())
+def test_a_file_corrupted_in_its_bytes_is_refused_naming_it_or_read_as_the_same_case(
+        tmp_path: Path, corruption: tuple[str, str, int, int]) -> None:
+    """A stored file damaged below the JSON (torn, a byte changed, added or lost, invalid UTF-8) is either
+    refused, by RegressionFileError (or, where the damage renames its subject, SubjectUnavailableError: a
+    replay's MISSING) naming the file, or read as the original's property and case: never another exception,
+    which would end a replay of many files as an ERROR in the runner instead of one MALFORMED file."""
+    name, kind, at, byte = corruption
+    file = tmp_path / name
+    file.write_bytes(damaged((ROOT / "regressions" / name).read_bytes(), kind, at, byte))
+    try:
+        stored = load(file)
+    except (RegressionFileError, SubjectUnavailableError) as e:
+        assert str(e).startswith(f"{file}: "), str(e)
+        return
+    original = load(ROOT / "regressions" / name)
+    assert (stored.property, stored.case) == (original.property, original.case)
