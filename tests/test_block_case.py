@@ -85,3 +85,36 @@ def test_a_case_moved_to_a_compiled_backend_drops_the_interpreters_knobs() -> No
     case = Case(backend="cpu", knobs={"lowp_dot": True, "emulate": False, "max_blocks": 3})
     assert case.on("cuda") == case.replace(backend="cuda", knobs={"max_blocks": 3})
     assert case.on("cpu") == case
+
+
+_ROW = st.tuples(st.sampled_from(("w", "u", "dk", "dv", "dbeta", "dg")), st.booleans(),
+                 st.one_of(st.floats(0.0, 1.0), st.just(float("nan"))), st.floats(1e-6, 1.0), st.integers(0, 10**6))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 70), BT=st.sampled_from((16, 32)), varlen=st.booleans(),
+       rows=st.lists(_ROW, max_size=5, unique_by=lambda r: r[0]), raised=st.booleans())
+def test_the_block_shrunk_to_is_the_first_outputs_whose_worst_block_is_past_its_bound(B, T, BT, varlen, rows,
+                                                                                      raised) -> None:
+    """For any case and any metrics (outputs in any order, each with or without a worst block, a block's error
+    within, past or NaN against its bound, at any of the case's chunks), ``failing_block`` gives the block case
+    of the first output whose worst block is not within its bound (NaN is not within), or None where there is
+    none, where the case is that block already, or where the error carries no metrics."""
+    from wy_ascend.testing.properties import PropertyFailure
+    from wy_ascend.testing.shrink import failing_block
+
+    cu = tuple(sorted({0, B * T, *range(5, B * T, 11)})) if varlen else None
+    case = Case(B=1 if varlen else B, T=B * T if varlen else T, BT=BT, cu_seqlens=cu)
+    chunks = [(t0, t1) for _, t0, t1 in case.chunk_bounds()]
+    metrics, expected = {}, None
+    for name, has_block, err, tol, pick in rows:
+        row = {"rel_rms": 0.0, "tol": 1.0}
+        if has_block:
+            t0, t1 = chunks[pick % len(chunks)]
+            row["worst_block"] = {"tokens": [t0, t1], "rel_rms": err, "tol": tol}
+            if expected is None and not err <= tol:
+                block = case.block(t0, t1)
+                expected = block if block != case else False
+        metrics[name] = row
+    got = failing_block(case, PropertyFailure("x", metrics) if raised else ValueError("no metrics"))
+    assert got == (expected or None if raised else None)
