@@ -4,15 +4,24 @@ bound, on outputs chosen so that each term decides the bound."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.testing import properties
+from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import FP32_RTOL, LOW_PRECISION_FACTOR, UNIT_ROUNDOFF, PropertyFailure
+from wy_ascend.testing.properties.bounds import BLOCK_SLACK
 
 F64 = torch.float64
+LOW = ("bfloat16", "float16")
+NAMES = ("w", "u", "dk", "dv", "dbeta", "dg")
 # w: exact values far below float16's smallest subnormal (6e-8): rounded to float16 they are 0,
 # a rounding error of the whole output (rel_rms 1), the one place it exceeds half an ulp.
 # u: an output the half-ulp nudge of the inputs triples (an ill-conditioned one): sensitivity
@@ -21,11 +30,21 @@ EXACT = {"w": torch.full((4, 3), 1e-9, dtype=F64), "u": torch.ones(4, 3, dtype=F
 MOVED = {"w": EXACT["w"].clone(), "u": 3 * EXACT["u"]}
 
 
+@contextlib.contextmanager
+def _oracle(exact: dict[str, torch.Tensor], moved: Callable[[str], dict[str, torch.Tensor]]) -> Iterator[None]:
+    """The oracle's outputs stood in: ``exact``, and ``moved(dtype)`` for those of the inputs nudged by half an
+    ulp of ``dtype``; each where it is looked up: oracle_outputs by compare_to_oracle, nudged_outputs by the
+    bounds."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(properties.oracle, "oracle_outputs", lambda inputs: dict(exact))
+        mp.setattr(properties.bounds, "nudged_outputs", lambda inputs, dtype: dict(moved(dtype)))
+        yield
+
+
 @pytest.fixture
-def chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    # each where it is looked up: oracle_outputs by compare_to_oracle, nudged_outputs by the bounds
-    monkeypatch.setattr(properties.oracle, "oracle_outputs", lambda inputs: dict(EXACT))
-    monkeypatch.setattr(properties.bounds, "nudged_outputs", lambda inputs, dtype: dict(MOVED))
+def chosen() -> Iterator[None]:
+    with _oracle(EXACT, lambda dtype: MOVED):
+        yield
 
 
 def test_each_term_decides_the_bound_where_it_is_largest(chosen) -> None:
@@ -107,3 +126,173 @@ def test_the_error_norms_are_float64_whatever_the_outputs_dtype(dtype: torch.dty
     finite, diff, scale = norms.tolist()
     assert finite == 1.0 and scale == math.sqrt(3)
     assert abs(diff - math.sqrt(3) * 2.0**-7) <= 1e-15 * diff
+
+
+def _rel(diff: torch.Tensor, ref: torch.Tensor) -> float:
+    """||diff|| / ||ref||, float64 (the test's own, from the definitions: the rules below are checked against it)."""
+    return torch.linalg.vector_norm(diff.to(F64)).item() / torch.linalg.vector_norm(ref).item()
+
+
+def _clear(err: float, tol: float) -> bool:
+    """Whether ``err`` is off ``tol`` by more than float64's sums of a few hundred elements could move either
+    (1e-9 relative): the verdict there is the rule's, not the last bit's."""
+    return abs(err - tol) > 1e-9 * tol
+
+
+@st.composite
+def _exact(draw: st.DrawFn, shape: tuple[int, ...], axis: int = 0, least: int = -12) -> torch.Tensor:
+    """Exact (float64) values of ``shape``: normal values times a drawn magnitude, 10**least (1e-12: below
+    float16's subnormals, which a float16 output rounds to 0) to 1e2, each row of ``axis`` scaled again by
+    1e-2 to 1e2 (rows, and so blocks, of unlike norms; a float16 output stays below its overflow)."""
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    rows = 10.0 ** (4 * torch.rand(shape[axis], generator=gen, dtype=F64) - 2)
+    scale = 10.0 ** draw(st.integers(least, 2)) * rows.view(-1, *[1] * (len(shape) - axis - 1))
+    return torch.randn(shape, generator=gen, dtype=F64) * scale
+
+
+def _nudged(exact: dict[str, torch.Tensor], factors: dict[str, float]) -> Callable[[str], dict[str, torch.Tensor]]:
+    """Stand-in nudged outputs: each exact value moved by ``factors[dtype]`` times the dtype's unit roundoff, a
+    random sign each (its sensitivity: factors[dtype] u relative to the exact output)."""
+    def moved(dtype: str) -> dict[str, torch.Tensor]:
+        gen = torch.Generator().manual_seed(1)
+        return {n: r * (1 + factors[dtype] * UNIT_ROUNDOFF[dtype] * torch.randn(r.shape, generator=gen, dtype=F64).sign())
+                for n, r in exact.items()}
+    return moved
+
+
+_FACTORS = st.fixed_dictionaries({d: st.floats(0, 12) for d in LOW})  # sensitivities from 0 to 6x the 4 half-ulps
+_DTYPES = st.sampled_from(["float32", *LOW])
+
+
+@st.composite
+def _outputs(draw: st.DrawFn) -> tuple[dict[str, torch.Tensor], dict[str, str], list[str]]:
+    """One to three exact outputs of drawn shapes, in the oracle's order, the dtype each comes back in, and
+    the order they come back in (drawn: a kernel's dict need not follow the oracle's)."""
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
+    exact = {n: draw(_exact(draw(shapes))) for n in names}
+    return {n: exact[n] for n in NAMES if n in exact}, {n: draw(_DTYPES) for n in names}, names
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(drawn=_outputs(), dtype=_DTYPES, factors=_FACTORS, data=st.data())
+def test_an_output_fails_exactly_where_its_error_is_past_its_bound(drawn, dtype: str, factors, data) -> None:
+    """compare_to_oracle's verdict over drawn outputs, dtypes, magnitudes and sensitivities: each output comes
+    back rounded to its dtype (a kernel off by its output rounding alone) with one drawn element moved so
+    that its rel_rms is a drawn multiple (1/4 to 4) of its ``error_bounds`` tol; the comparison reports each
+    output's rel_rms (||out - exact|| / ||exact||, as defined) and that tol, and fails naming exactly the
+    outputs whose error is past the tol, whatever the order they come back in."""
+    exact, out_dtypes, order = drawn
+    with _oracle(exact, _nudged(exact, factors)):
+        tols = {n: b["tol"] for n, b in properties.error_bounds(None, exact, dtype, out_dtypes).items()}  # type: ignore[arg-type]
+        got = {}
+        for n in order:
+            ref = exact[n]
+            out = ref.to(getattr(torch, out_dtypes[n])).to(F64).flatten()
+            i = data.draw(st.integers(0, ref.numel() - 1), label=f"{n}'s element")
+            target = data.draw(st.floats(0.25, 0.9) | st.floats(1.1, 4), label=f"{n}'s error / tol") * tols[n]
+            others = max(_rel(out - ref.flatten(), ref) ** 2 - _rel(out[i] - ref.flatten()[i], ref) ** 2, 0)
+            out[i] = ref.flatten()[i] + math.sqrt(max(target**2 - others, 0)) * torch.linalg.vector_norm(ref).item()
+            got[n] = out.view(ref.shape).to(getattr(torch, out_dtypes[n]))  # rounded: the error measured below
+        errs = {n: _rel(got[n].to(F64) - exact[n], exact[n]) for n in exact}
+        assume(all(_clear(errs[n], tols[n]) for n in exact))
+        past = {n for n in exact if errs[n] > tols[n]}
+        event(f"{len(past)} of {len(exact)} outputs past their bounds")
+        with pytest.raises(PropertyFailure) if past else contextlib.nullcontext() as info:
+            metrics = properties.compare_to_oracle(got, None, dtype)  # type: ignore[arg-type]
+    if past:
+        assert info is not None
+        metrics = info.value.metrics
+        assert set(re.findall(r"(\w+): rel_rms", str(info.value))) == past, (str(info.value), errs, tols)
+    for n in exact:
+        assert metrics[n]["rel_rms"] == pytest.approx(errs[n], rel=1e-12) and metrics[n]["tol"] == tols[n], n
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(drawn=_outputs(), dtype=_DTYPES, factors=_FACTORS)
+def test_an_output_of_any_dtype_takes_the_larger_bound_of_its_two(drawn, dtype: str, factors) -> None:
+    """The rule of test_an_output_of_another_dtype_takes_the_larger_bound over drawn dtype pairs, magnitudes
+    (float16 underflow included) and sensitivities that differ by dtype: an output of dtype ``own`` from an op
+    in ``dtype`` is held to the larger of the bounds it would have as an output of an op in either dtype alone
+    (float32 alone: FP32_RTOL), and names the dtype that set it where there are two below float32. Each bound
+    below float32 is at least each of its terms: LOW_PRECISION_FACTOR half-ulps, as many of the output's own
+    rounding errors, its sensitivity."""
+    exact, out_dtypes, _ = drawn
+    moved = _nudged(exact, factors)
+    with _oracle(exact, moved):
+        bounds = properties.error_bounds(None, exact, dtype, out_dtypes)  # type: ignore[arg-type]
+        alone = {d: properties.error_bounds(None, exact, d) for d in {dtype, *out_dtypes.values()}}  # type: ignore[arg-type]
+    for n, ref in exact.items():
+        larger = max((alone[dtype][n]["tol"], dtype), (alone[out_dtypes[n]][n]["tol"], out_dtypes[n]))
+        assert bounds[n]["tol"] == larger[0], (n, bounds[n], alone[dtype][n], alone[out_dtypes[n]][n])
+        if dtype != out_dtypes[n] and "float32" not in (dtype, out_dtypes[n]):
+            assert alone[bounds[n]["bound_dtype"]][n]["tol"] == larger[0], (n, bounds[n])
+        for d in {dtype, out_dtypes[n]} - {"float32"}:
+            assert alone[d][n]["tol"] >= max(LOW_PRECISION_FACTOR * UNIT_ROUNDOFF[d] / 2, _rel(moved(d)[n] - ref, ref),
+                                             LOW_PRECISION_FACTOR * _rel(ref.to(getattr(torch, d)).to(F64) - ref, ref))
+
+
+@st.composite
+def _blocked(draw: st.DrawFn) -> tuple[Case, str, str, torch.Tensor]:
+    """A layout of chunks (a fixed batch, or a packed one with empty and partial sequences), an output name,
+    its dtype, and exact values of it [B, T, heads, D] that dtype holds exactly (no rounding error: its
+    block bound is its half-ulps', and any error is the one put in), tokens of unlike norms."""
+    BT = draw(st.sampled_from([16, 32, 64]))
+    if draw(st.booleans()):
+        case = Case(B=draw(st.integers(1, 4)), T=draw(st.integers(1, 160)), BT=BT)
+    else:
+        lengths = draw(st.lists(st.integers(0, 160), min_size=1, max_size=4))
+        case = Case(cu_seqlens=tuple(int(x) for x in torch.tensor([0, *lengths]).cumsum(0)), BT=BT)
+    assume(case.B * case.T > 0)
+    name, dtype = draw(st.sampled_from(NAMES)), draw(_DTYPES)
+    exact = draw(_exact((case.B * case.T, draw(st.integers(1, 4)), draw(st.integers(1, 4))), least=-2))
+    return case, name, dtype, exact.to(getattr(torch, dtype)).to(F64).view(case.B, case.T, *exact.shape[1:])
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(drawn=_blocked(), data=st.data())
+def test_an_error_in_one_block_fails_on_that_block_past_its_bound(drawn, data) -> None:
+    """The rule of test_an_error_in_one_block_fails_where_the_whole_output_dilutes_it over drawn layouts, block
+    positions and sizes (partial chunks too), heads, dtypes and magnitudes: an error put in one drawn block
+    (chunk, head), a drawn multiple (0.3 to 3) of its bound, makes that block the worst, reported with its
+    rel_rms (||error|| over the block's scale: its own norm, or its share of the whole output's norm,
+    ||exact|| sqrt(block elements / elements), where larger); the comparison fails on that block, naming
+    its chunk, rows, batch and head, exactly where the error is past the block's bound, diluted in the whole
+    output or not, and on the whole output exactly where it is past the whole output's. An exactly held
+    output of sensitivity 0 has the bounds LOW_PRECISION_FACTOR half-ulps, BLOCK_SLACK times that on a
+    block (FP32_RTOL for both in float32)."""
+    case, name, dtype, exact = drawn
+    blocks = properties.blocks_of(case, torch.device("cpu"))
+    chunk = data.draw(st.integers(0, len(blocks.bounds) - 1), label="chunk")
+    head = data.draw(st.integers(0, exact.shape[2] - 1), label="head")
+    b, t0, t1 = blocks.bounds[chunk]
+    whole = FP32_RTOL if dtype == "float32" else LOW_PRECISION_FACTOR * UNIT_ROUNDOFF[dtype] / 2
+    block = FP32_RTOL if dtype == "float32" else BLOCK_SLACK * whole
+    flat = exact.view(-1, *exact.shape[2:])
+    scale = max(torch.linalg.vector_norm(flat[t0:t1, head]).item(),
+                torch.linalg.vector_norm(exact).item() * math.sqrt((t1 - t0) * exact.shape[3] / exact.numel()))
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16), label="direction"))
+    error = torch.randn(t1 - t0, exact.shape[3], generator=gen, dtype=F64)
+    error *= data.draw(st.floats(0.3, 0.9) | st.floats(1.1, 3), label="error / block bound") * block * scale / error.norm()
+    got = flat.clone()
+    got[t0:t1, head] += error
+    got = got.view(exact.shape).to(getattr(torch, dtype))  # rounded: the error measured below
+    diff = got.to(F64) - exact
+    err_block, err_whole = _rel(diff, exact) * torch.linalg.vector_norm(exact).item() / scale, _rel(diff, exact)
+    assume(_clear(err_block, block) and _clear(err_whole, whole) and err_block > 0)
+    event({(False, False): "within both bounds", (True, False): "past the block's bound alone (diluted)",
+           (True, True): "past both bounds", (False, True): "past the whole output's bound alone"}[
+        err_block > block, err_whole > whole])
+    with _oracle({name: exact}, _nudged({name: exact}, dict.fromkeys(LOW, 0.0))):
+        with pytest.raises(PropertyFailure) if max(err_block / block, err_whole / whole) > 1 else \
+                contextlib.nullcontext() as info:
+            metrics = properties.compare_to_oracle({name: got}, None, dtype, blocks)  # type: ignore[arg-type]
+    message = str(info.value) if info is not None else ""
+    metrics = info.value.metrics if info is not None else metrics
+    worst = metrics[name]["worst_block"]
+    assert (worst["chunk"], worst["batch"], worst["tokens"], worst["head"]) == (chunk, b, [t0, t1], head), worst
+    assert worst["rel_rms"] == pytest.approx(err_block, rel=1e-9) and worst["tol"] == pytest.approx(block, rel=1e-12)
+    named = f"on the block of chunk {chunk} (rows {t0}:{t1} of the [B*T] token axis, batch {b}) and " \
+            f"{'key' if name == 'dk' else 'value'} head {head}"
+    assert (named in message) == (err_block > block), (message, err_block, block)
+    assert (re.search(rf"{name}: rel_rms \S+ > tol \S+(;|$)", message) is not None) == (err_whole > whole), message

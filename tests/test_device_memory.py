@@ -8,9 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from wy_ascend.testing.case import Case
+from fuzz.strategies import HEAD_RATIOS
+from wy_ascend.testing.case import DTYPES, Case
 from wy_ascend.testing.device_memory import MIN_RESERVATION, Ledger, case_bytes, reserved_for
+from wy_ascend.validation import MAX_DIM, SUPPORTED_BT
+
+SIZES = ("B", "T", "H", "HV", "K", "V", "BT")  # every size an input's shape is made of
 
 
 def _hold(path: str, nbytes: int, seconds: float, started) -> None:
@@ -240,3 +246,75 @@ def test_a_reservation_holds_six_float64_copies_of_every_input(H: int, HV: int, 
     elements = sum(x.numel() for x in case.build_inputs() if x is not None and x.is_floating_point())
     assert 6 * 8 * elements > MIN_RESERVATION
     assert case_bytes(case) >= 6 * 8 * elements
+
+
+@st.composite
+def sized_cases(draw: st.DrawFn) -> Case:
+    """Cases over the sizes' whole domains (HV a multiple of H by a fuzzed ratio, K and V up to MAX_DIM, any
+    chunk size), from one token to 2**26, with or without g, in any dtypes: far past what the CPU fuzz
+    draws, for no tensor of them is built; about three in four reserve more than the floor."""
+    H, dtype = draw(st.integers(1, 32)), draw(st.sampled_from(sorted(DTYPES)))
+    beta_dtype, g_dtype = (draw(st.sampled_from([None, *sorted(DTYPES)])) for _ in range(2))
+    return Case(B=draw(st.integers(1, 64)), T=draw(st.integers(1, 2**20)), H=H, HV=H * draw(st.sampled_from(HEAD_RATIOS)),
+                K=draw(st.integers(1, MAX_DIM)), V=draw(st.integers(1, MAX_DIM)), BT=draw(st.sampled_from(SUPPORTED_BT)),
+                use_g=draw(st.booleans()), dtype=dtype, beta_dtype=beta_dtype, g_dtype=g_dtype)
+
+
+def _input_elements(case: Case) -> int:
+    """Elements of the float inputs ``case`` builds, counted from the tensors of one token of it (every input
+    is [B, T, ...], so B*T times that): the case's own would take seconds and GiB at its sizes. A's values
+    are stood in by zeros of its shape: its triangular solves, BT x BT per value head, took seconds a token."""
+    import wy_ascend.testing.case as case_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(case_module, "build_A", lambda k, beta, g, cu, chunk_size, dtype: beta.new_zeros(*beta.shape, chunk_size))
+        token = case.replace(B=1, T=1).build_inputs()
+    return case.B * case.T * sum(x.numel() for x in token if x is not None and x.is_floating_point())
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(case=sized_cases())
+def test_every_reservation_holds_six_float64_copies_of_every_input(case: Case) -> None:
+    """The rule of test_a_reservation_holds_six_float64_copies_of_every_input over every size, dtype and gate:
+    case_bytes is at least six float64 copies of the elements of every float input the case builds."""
+    assert case_bytes(case) >= 6 * 8 * _input_elements(case)
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(case=sized_cases(), size=st.sampled_from(SIZES), data=st.data())
+def test_case_bytes_grow_with_every_size(case: Case, size: str, data: st.DataObject) -> None:
+    """A case larger in one size (B, T, H, HV, K, V or BT; HV kept a multiple of H) never reserves less, and
+    above the floor reserves more: each size multiplies the elements of some input (k's H, A's BT), so a
+    case that grows in one holds more, and reserving less for it would let a larger case in beside others
+    where a smaller one waited."""
+    if size == "BT":
+        grown = case.replace(BT=data.draw(st.sampled_from([bt for bt in SUPPORTED_BT if bt > case.BT] or [case.BT])))
+    elif size == "H":  # more key heads for the same value heads (a smaller group), or H and HV both grown
+        larger = [h for h in range(case.H + 1, case.HV + 1) if case.HV % h == 0]
+        if len(larger) > 0 and data.draw(st.booleans()):
+            grown = case.replace(H=data.draw(st.sampled_from(larger)))
+        else:
+            factor = data.draw(st.integers(2, 4))
+            grown = case.replace(H=case.H * factor, HV=case.HV * factor)
+    elif size == "HV":  # by whole groups
+        grown = case.replace(HV=case.H * data.draw(st.integers(case.HV // case.H, 2 * case.HV // case.H)))
+    else:
+        top = MAX_DIM if size in ("K", "V") else 2 * getattr(case, size)
+        grown = case.replace(**{size: data.draw(st.integers(getattr(case, size), max(top, getattr(case, size))))})
+    before, after = case_bytes(case), case_bytes(grown)
+    assert after >= before, (size, getattr(grown, size), after, before)
+    if before > MIN_RESERVATION and grown != case:
+        assert after > before, (size, getattr(grown, size))
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(case=sized_cases())
+def test_case_bytes_have_a_floor_and_only_the_floor_below_it(case: Case) -> None:
+    """Every case reserves at least MIN_RESERVATION (its launches' modules and the allocator's first blocks,
+    whatever its tensors), and a case whose six float64 copies of its inputs are under half the floor
+    reserves the floor alone: the estimate is those copies (the oracle's) within a factor two, and a small
+    case reserving more than the floor would keep several workers' small cases from running side by side."""
+    nbytes = case_bytes(case)
+    assert nbytes >= MIN_RESERVATION
+    if 2 * 6 * 8 * _input_elements(case) <= MIN_RESERVATION:
+        assert nbytes == MIN_RESERVATION
