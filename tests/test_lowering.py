@@ -492,6 +492,50 @@ def test_the_cache_salt_hashes_file_contents(tmp_path) -> None:
     assert lowering._sha256_file(a) == hashlib.sha256(a.read_bytes()).hexdigest() != lowering._sha256_file(b)
 
 
+def _change_salt_ingredient(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Change one thing a lowering result depends on, as a new release or a switch would."""
+    import triton.compiler.compiler as compiler
+
+    from wy_ascend import kernels
+
+    target, backend, options, stages = lowering._toolchain()
+    if name == "cache version":
+        monkeypatch.setattr(lowering, "CACHE_VERSION", lowering.CACHE_VERSION + 1)
+    elif name == "kernels.py":
+        changed = tmp_path / "kernels.py"
+        changed.write_bytes(Path(kernels.__file__).read_bytes() + b"# changed\n")
+        real = lowering.inspect.getfile
+        monkeypatch.setattr(lowering.inspect, "getfile", lambda obj: str(changed) if obj is kernels else real(obj))
+    elif name == "tf32x3 switch":
+        monkeypatch.setattr(kernels, "FP32_DOT_TF32X3", not kernels.FP32_DOT_TF32X3)
+    elif name == "triton":
+        key = compiler.triton_key()
+        monkeypatch.setattr(compiler, "triton_key", lambda: key + "-changed")
+    elif name == "target":
+        monkeypatch.setattr(lowering, "_toolchain", lambda: (dataclasses.replace(target, arch=f"{target.arch}x"),
+                                                             backend, options, stages))
+    elif name == "options":
+        monkeypatch.setattr(lowering, "_toolchain", lambda: (target, backend, dataclasses.replace(
+            options, num_warps=options.num_warps * 2), stages))
+    elif name == "adapter binary":
+        from triton.backends.ascend import utils
+
+        other = tmp_path / "adapter"
+        other.write_bytes(b"another build")
+        monkeypatch.setattr(utils, "_get_triton_adapter_opt_path", lambda: str(other))
+
+
+@pytest.mark.skipif(lowering.toolchain() != "ascend", reason="the salt's ingredients of triton-ascend's toolchain")
+@pytest.mark.parametrize("name", ["cache version", "kernels.py", "tf32x3 switch", "triton", "target", "options",
+                                  "adapter binary"])
+def test_each_thing_a_lowering_depends_on_changes_the_cache_salt(name, monkeypatch, tmp_path) -> None:
+    """Every ingredient of ``cache_salt`` (the cache's key besides the spec) changes it alone: a cached PASS of
+    one toolchain, kernel source or switch never answers for another."""
+    before = lowering.cache_salt()
+    _change_salt_ingredient(name, monkeypatch, tmp_path)
+    assert lowering.cache_salt() != before
+
+
 def test_report_option_writes_every_result(specs, tmp_path, monkeypatch) -> None:
     """``--report FILE`` writes each specialization's result as JSON (lowering itself stubbed)."""
     chosen = specs[:2]
