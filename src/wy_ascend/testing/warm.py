@@ -1,7 +1,8 @@
 """Compile a perf case's kernels in parallel processes before it is timed: one autotune config a task.
 
 A first call of a shape on a compiling backend autotunes, and each config it tries is a compile run
-one after another: ours up to 3 a kernel (backends.CUDA_CONFIGS), fla-core's 9 forward and 6 backward.
+one after another: ours up to 5 a forward and 3 a backward (backends.CUDA_CONFIGS, FWD_REGISTER_CAPPED_CONFIGS),
+fla-core's 9 forward and 6 backward.
 On the H200 that made a perf case's first calls take 26-39 s, 97% of a perf run's time, so a 24-case
 profile outlasted a 10-minute device session (docs/ledger.md, session 16).
 
