@@ -258,6 +258,18 @@ def test_the_example_subject_holds_the_oracle_and_a_planted_unit_error_fails_it(
             run_property("oracle", case)
 
 
+class _Uninstalled:
+    """A meta path finder before every other: ``package`` and its modules are not installed."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] == self.package:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
 def test_a_file_of_a_subject_not_installed_is_missing_with_how_to_install(tmp_path: Path, example: Subject,
                                                                             monkeypatch: pytest.MonkeyPatch,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
@@ -278,6 +290,9 @@ def test_a_file_of_a_subject_not_installed_is_missing_with_how_to_install(tmp_pa
     monkeypatch.delitem(subjects.SUBJECTS, example.name)
     monkeypatch.setenv(subjects.PATHS_ENV, "")  # restored after the test (load sets it)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(EXAMPLE_SRC)])
+    # not installed here, even where ``nox -s example`` installed it into this environment (its editable
+    # finder would find it whatever sys.path says)
+    monkeypatch.setattr(sys, "meta_path", [_Uninstalled("natural_gate_wy"), *sys.meta_path])
     sys.modules.pop("natural_gate_wy.subject", None)
     sys.modules.pop("natural_gate_wy", None)
     with pytest.raises(SubjectUnavailableError, match="pip install 'natural-gate-wy==0.1.0'"):

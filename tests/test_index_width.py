@@ -29,7 +29,7 @@ from wy_ascend.testing.scaling import Ops, check_index_width, real_size_check, s
 
 backends.kernel_for(backends.BACKENDS["cpu"], "fwd")  # the interpreter, prepared
 
-BLOCK = 2**14  # few programs per launch: the audit's grid loop visits every one
+BLOCK = 2**14
 
 
 @triton.jit
@@ -86,6 +86,24 @@ def test_virtual_tensors_take_no_memory_until_touched() -> None:
     assert audit.programs == 2 * 2 and audit.programs_launched == HEADS * T // BLOCK  # the last two of each axis
     assert audit.max_offset == HEADS * T - 1
     assert resident() - before < 64 * 2**20
+
+
+def test_a_launch_of_hundreds_of_millions_of_programs_runs_only_its_audited_ones() -> None:
+    """One program per 16 elements: 2**26 programs a head, 3 heads. The audit hands the interpreter only the
+    last two of each axis, at their place in the real grid (the interpreter's loop visited every index of the
+    grid it was given, and a grid of 34 M programs ran past 120 s doing nothing); the wrap is still caught."""
+    import time
+
+    x, y = _pair()
+    started = time.monotonic()
+    with index_audit() as audit:
+        _head_rows[(T // 16, HEADS)](x, y, T, BLOCK=16, WIDE=True, MASK_PAST=False)
+    assert time.monotonic() - started < 60  # the whole grid in the interpreter: hours
+    assert audit.programs == 2 * 2 and audit.programs_launched == HEADS * T // 16
+    assert y[-32:].eq(1).all() and y[-48:-32].eq(0).all() and y[:16].eq(0).all()  # the last two programs of head 2
+    with pytest.raises(Exception) as caught, index_audit():
+        _head_rows[(T // 16, HEADS)](x, y, T, BLOCK=16, WIDE=False, MASK_PAST=False)
+    assert wrap_of(caught.value) is not None
 
 
 def test_an_int32_offset_that_wraps_is_caught_and_its_int64_twin_passes() -> None:

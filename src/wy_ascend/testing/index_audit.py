@@ -352,11 +352,6 @@ def _install(audit: Audit) -> None:
             self.fn, self.__signature__, self.__globals__, self.__name__ = fn, _signature(fn), fn.__globals__, fn.__name__
 
         def __call__(self, **kwargs: Any) -> Any:
-            b = interpreter.interpreter_builder
-            audit.programs_launched += 1
-            core_grid = sum(d > 1 for d in b.grid_dim) == 1 and max(b.grid_dim) <= CORE_GRID
-            if not core_grid and any(i < d - audit.keep for i, d in zip(b.grid_idx, b.grid_dim)):
-                return None
             audit.programs += 1
             previous = tl.range
             tl.range = audited_range(previous)
@@ -365,14 +360,46 @@ def _install(audit: Audit) -> None:
             finally:
                 tl.range = previous
 
+    # The interpreter loops over every index of the grid it is given, in Python: skipping a program inside that
+    # loop still cost a call per program (a grid of 34 M programs ran past 120 s doing nothing). The launch is
+    # given the audited sub-grid instead (``_audited``: the last ``keep`` along each axis), whose indices the
+    # builder shifts to their place in the real grid, and whose programs see the real grid's size.
+    real: list[tuple[int, ...]] = []  # the real grid of the launch under way
+
     def grid_init(original: Any) -> Any:
         def init(self: Any, fn: Any, arg_names: Any, grid: Any) -> None:
             original(self, fn, arg_names, grid)
             audit.launches += 1
             self.fn = Selected(self.fn)
+            given = self.grid
+
+            def audited(args: Any) -> tuple[int, ...]:
+                dims = tuple(given(args) if callable(given) else given)
+                dims = dims + (1,) * (3 - len(dims))
+                real[:] = [dims]
+                audit.programs_launched += math.prod(dims)
+                return _audited(dims, audit.keep)
+
+            self.grid = audited
         return init
 
     patch(interpreter.GridExecutor, "__init__", grid_init)
+
+    def grid_dim(original: Any) -> Any:
+        def set_dim(self: Any, nx: int, ny: int, nz: int) -> None:
+            original(self, *(real[0] if real else (nx, ny, nz)))
+        return set_dim
+
+    def grid_idx(original: Any) -> Any:
+        def set_idx(self: Any, x: int, y: int, z: int) -> None:
+            if real:
+                x, y, z = (i + d - s for i, d, s in zip((x, y, z), real[0], _audited(real[0], audit.keep)))
+            original(self, x, y, z)
+        return set_idx
+
+    patch(builder, "set_grid_dim", grid_dim)
+    patch(builder, "set_grid_idx", grid_idx)
+    audit.restored.append(real.clear)
 
     def init_args(original: Any) -> Any:
         def init(self: Any, *args: Any) -> Any:
@@ -382,6 +409,14 @@ def _install(audit: Audit) -> None:
         return init
 
     patch(interpreter.GridExecutor, "_init_args_hst", init_args)
+
+
+def _audited(dims: tuple[int, ...], keep: int) -> tuple[int, ...]:
+    """The sub-grid of a launch the audit runs: a core grid (one axis of at most CORE_GRID programs) whole, else
+    the last ``keep`` programs along each axis, those whose tasks have the largest addresses."""
+    if sum(d > 1 for d in dims) == 1 and max(dims) <= CORE_GRID:
+        return dims
+    return tuple(min(d, keep) for d in dims)
 
 
 def _location(emulation: Any) -> str:
