@@ -95,7 +95,9 @@ than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict with
 timeout, as CI would time out too), ``invalid`` (the mutated package does not import; not
 counted), ``error`` (anything else: the guard, SIGKILL, a usage error, or a kill whose first failing
 test fails alone on the unmutated tree, an order-dependent test that the killers-first order would credit
-with every mutant: ``Runner.passes_alone``; not counted, rerun on resume).
+with every mutant: ``Runner.passes_alone``; not counted, rerun on resume). A kill whose first failing test
+passes alone on the mutant came from the order (a test leaving state to the next): the command runs again in
+pytest's order, whose verdict counts (``Runner._killed_by_order``).
 Score = (killed + timeout) / (killed + timeout + survived); with ``--equivalent FILE`` (JSON
 ``[{"id" or "key", "reason"}]``, default mutation/equivalent.json when it exists) the survivors
 argued equivalent are left out of the denominator as well.
@@ -943,6 +945,18 @@ class Runner:
             self.alone[key] = step.verdict == "survived"
         return self.alone[key]
 
+    def _killed_by_order(self, step: Outcome, command_index: int, env: dict[str, str], tmp: Path) -> bool:
+        """Whether ``step``'s kill came from the order its tests ran in: its first failing test passes when run
+        alone on the same mutant. The runner's order (earlier killers, then near tests, then the fastest) is not
+        the one the baseline passed in; a test that leaves state behind (a subject registered, a module
+        patched) can fail the next one there on any mutant, and ``passes_alone`` (the test alone, unmutated)
+        does not see it: the subject-not-installed test of test_declarations took four false kills so."""
+        if step.verdict != "killed" or not step.killer or "::" not in step.killer:
+            return False
+        alone = {k: v for k, v in env.items() if k not in ("WY_GEN_ORDER", "WY_GEN_SELECT")}
+        alone["WY_GEN_IMPORT_ALL"] = "0"
+        return self._one_command([step.killer, *self.commands[command_index][1:]], alone, tmp, None).verdict == "survived"
+
     def tests_for(self, mutant: Mutant) -> list[list[str] | None]:
         """Per command: the tests to run on ``mutant`` (None: all of them), from ``maps`` (--select)."""
         if self.maps is None:
@@ -984,6 +998,14 @@ class Runner:
                 first = False
                 left = None if timeout is None else timeout - (time.monotonic() - start)
                 step = self._one_command(cmd, run_env, tmp, left, prefix)
+                if not record and self._killed_by_order(step, i, run_env, tmp):
+                    # its killer passes alone on the mutant: a test before it in this order made it fail (state
+                    # one test leaves to the next). The command again in pytest's order, which the baseline passed.
+                    plain = {k: v for k, v in run_env.items() if k != "WY_GEN_ORDER"}
+                    left = None if timeout is None else timeout - (time.monotonic() - start)
+                    first_killer = step.killer
+                    step = self._one_command(cmd, plain, tmp, left, prefix)
+                    step.detail = f"({first_killer} passed alone on the mutant: run again in pytest's order) {step.detail}"
                 if record and step.verdict == "survived":
                     maps[i] = selection.recorded(tmp / f"coverage-{i}", run_env, self.snapshot)
                 outcome.durations.update(step.durations)

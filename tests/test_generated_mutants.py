@@ -390,9 +390,11 @@ def test_a_kill_by_a_test_that_fails_alone_unmutated_is_no_verdict(tmp_path: Pat
     alone_runs: list[list[str]] = []
 
     def one_command(cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None, prefix=()) -> gm.Outcome:
-        if "::" in cmd[0]:  # the killer alone, unmutated
+        if "::" in cmd[0] and tmp.name.startswith("wy-gen-baseline-"):  # the killer alone, unmutated
             alone_runs.append(cmd)
             return gm.Outcome("killed" if "order_dependent" in cmd[0] else "survived", 0.1)
+        if "::" in cmd[0]:  # the killer alone on the mutant: it fails there too (a real kill)
+            return gm.Outcome("killed", 0.1, "failed", cmd[0])
         return gm.Outcome("killed", 0.1, "failed", killer)
 
     monkeypatch.setattr(runner, "_one_command", one_command)
@@ -443,3 +445,39 @@ def test_a_recheck_folds_into_its_samples_report_as_the_later_trees_score(verdic
     with pytest.raises(SystemExit):
         gm.parse_args(["--generated", "3", "--rechecked", str(path)])
     assert "--rechecked goes with --merge" in capsys.readouterr().err
+
+
+def test_a_kill_by_a_test_that_passes_alone_on_the_mutant_is_decided_in_pytests_order(
+        tmp_path: Path, sources: dict[str, str], sites: list[gm.Site], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill whose first failing test passes alone on the mutant came from the runner's order (a test before it
+    left state behind: test_declarations' entry-point test once failed the subject-not-installed test after it,
+    on every mutant that ran both); the command runs again in pytest's order, without the order file, and that
+    verdict counts, whichever it is."""
+    (tmp_path / "src" / "wy_ascend").mkdir(parents=True)
+    (tmp_path / "regressions").mkdir()
+    runner = gm.Runner(tmp_path, gm.parse_args(["--generated", "1", "--worktree"]))
+    mutant = gm.make_mutant(sites[0], sources[sites[0].file])
+    runs: list[tuple[str, bool]] = []
+    in_pytest_order = "survived"
+
+    def one_command(cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None, prefix=()) -> gm.Outcome:
+        ordered = "WY_GEN_ORDER" in env
+        runs.append((cmd[0], ordered))
+        if "::" in cmd[0]:  # the killer alone (on the mutant, or unmutated): it passes
+            return gm.Outcome("survived", 0.1)
+        if ordered:  # the runner's order: the leaky test before it fails it
+            return gm.Outcome("killed", 0.1, "failed", "tests/test_x.py::test_after_a_leak")
+        return gm.Outcome(in_pytest_order, 0.1, "failed" if in_pytest_order == "killed" else "",
+                          "tests/test_x.py::test_real" if in_pytest_order == "killed" else None)
+
+    monkeypatch.setattr(runner, "_one_command", one_command)
+    monkeypatch.setattr(runner, "_order_file", lambda tmp, file: tmp / "order.json")
+    outcome = runner.run(mutant, None)
+    assert outcome.verdict == "survived"
+    # each command: in the runner's order (killed), its killer alone (passes), again in pytest's order (passes)
+    assert [ordered for cmd, ordered in runs if "::" not in cmd] == [True, False] * len(runner.commands)
+    assert [cmd for cmd, _ in runs if "::" in cmd] == ["tests/test_x.py::test_after_a_leak"] * len(runner.commands)
+    in_pytest_order = "killed"
+    outcome = runner.run(mutant, None)
+    assert outcome.verdict == "killed" and outcome.killer == "tests/test_x.py::test_real"
+    assert "test_after_a_leak passed alone on the mutant: run again in pytest's order" in outcome.detail
