@@ -344,8 +344,8 @@ def _install(audit: Audit) -> None:
         return isinstance(value, int) and not -2**31 <= value < 2**31
 
     class Selected:
-        """A launch's kernel function, run only for the audited programs (the last ``keep`` along each
-        grid axis, or all of a core grid), with persistent task loops cut to their last ``keep`` iterations. Keeps the
+        """A launch's kernel function, counting the programs it runs (the launch gets only the audited sub-grid:
+        ``grid_init`` below), with persistent task loops cut to their last ``keep`` iterations. Keeps the
         function's signature and globals, which the GridExecutor reads."""
 
         def __init__(self, fn: Any) -> None:
