@@ -11,11 +11,12 @@ same kernel gives results bit-identical to its one-tile run with num_stages=1, w
 with fp32 storage of the tile (cast to bf16 per dot), or with k^T loaded on its own as the right
 operand; every other dot of the kernel, switched to bf16 one at a time, matched too. The math
 does not depend on the tiling (a float64 emulation of its bf16 roundings stays at 0.2-0.5x the
-test bound, tests/test_lowp_dot_error.py). So kernels.py takes the separately loaded k^T and,
+test bound, tests/test_lowp_dot_error.py). So kernels.py took the separately loaded k^T and,
 since session 7, does not software-pipeline its tile loops (``num_stages=1``), which removes the
 race below rather than hiding it; bf16 operands are then the default in loops of any number of
 tiles (backends.Backend.lowp_dot: on an H200, K=V=256 went from dg at 1.25x its bound with the
-pipelined loops to 0.42x).
+pipelined loops to 0.42x). Session 26 dropped the second load (``tl.trans`` of the loaded tile, as
+num_stages=1 measured exact here): the cuda oracle grid passed with it on an H100.
 
 The kernel below is that loop cut down: a loop-invariant bf16 tile ``at`` in one dot, and the
 same-tile ``x @ x^T``. Measured (session 4): ``x @ x^T`` off by 5e-3 to 6e-2 (relative) with

@@ -43,9 +43,10 @@ bf16 ulp a second time, and where long gates make dg ill-conditioned in v (the H
 The K and V tile loops are not software-pipelined (``num_stages=1``): triton 3.6 pipelines
 a loop of bf16 dots with a write-after-read race on a dot operand's shared buffer (the next
 iteration's copy lands while the async dot still reads it), which gave wrong dg/dbeta on
-an H200 (tests/test_triton_bf16_repro.py, backends.Backend.lowp_dot). With LOWP_DOT
-``k k^T`` also takes a separately loaded k^T as its right operand (the first workaround,
-kept: it gives the transposed operand its own buffers).
+an H200 (tests/test_triton_bf16_repro.py, backends.Backend.lowp_dot). Unpipelined, ``k k^T``
+takes ``tl.trans`` of the loaded k tile with LOWP_DOT too; the first workaround, a second load of
+k through transposed addresses, was dropped once measured 1-4% slower on an H100 (docs/ledger.md
+session 26).
 
 Guards for the triton-ascend traps (docs/design.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
@@ -295,10 +296,6 @@ def _bwd_task(
             b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
         if DOT_GUARD:
             b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
-        elif LOWP_DOT:
-            # k^T loaded on its own: triton 3.6 miscompiles a bf16 dot of one loaded tile with its
-            # own transpose next to another dot in a pipelined loop (tests/test_triton_bf16_repro.py).
-            b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None], m_t[None, :] & (o_k[:, None] < K), LOWP_DOT, "")
         else:
             b_kt = tl.trans(b_k)
         b_kk += _mm(b_k, b_kt, LOWP_DOT)
