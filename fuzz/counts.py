@@ -84,14 +84,23 @@ def pool_coverage(pool: list[str] | None, specializations: Mapping[str, int]) ->
     return {"pool": pool, "pool_covered": len(pool) - len(missing), "pool_without_cases": missing}
 
 
+# How many of the pool's specializations without a case the summary line names; the report keeps them all.
+POOL_LINE_NAMES = 5
+
+
 def pool_line(report: Mapping[str, Any]) -> str | None:
-    """One line on the pool fields of ``report`` (``pool_coverage``); None for a run without a pool."""
+    """One line on the pool fields of ``report`` (``pool_coverage``); None for a run without a pool. It names
+    the first POOL_LINE_NAMES specializations without a case and counts the rest: a short nightly leaves
+    a hundred of them, which the terminal does not need (the report's ``pool_without_cases`` lists them)."""
     pool = report.get("pool")
     if pool is None:
         return None
     missing = report.get("pool_without_cases") or []
+    named = ", ".join(missing[:POOL_LINE_NAMES]) or "none"
+    if len(missing) > POOL_LINE_NAMES:
+        named += f", and {len(missing) - POOL_LINE_NAMES} more (the report's pool_without_cases)"
     return (f"pool: {report.get('pool_covered')} of {len(pool)} specializations covered; "
-            f"pool specializations with no case: {', '.join(missing) or 'none'}")
+            f"pool specializations with no case: {named}")
 
 
 @dataclass

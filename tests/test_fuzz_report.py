@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "fuzz/test_fuzz.py::test_plan_coverage"
@@ -508,3 +510,23 @@ def test_a_group_of_failures_is_reported_by_its_errors_not_its_frame() -> None:
     assert "dg: 3 elements differ" in message and "CUDA out of memory" in message, message
     assert failure_message("E   ValueError: bad\nlast line") == "ValueError: bad"
     assert failure_message(None) == "failed"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text("abcxyz:=", min_size=1, max_size=6), unique=True, max_size=40), st.data())
+def test_the_pool_line_names_a_few_uncovered_specializations_and_counts_the_rest(labels: list[str], data: Any) -> None:
+    """The summary's pool line stays one short line however many pool specializations got no case (a cut
+    nightly leaves a hundred): it names the first POOL_LINE_NAMES in pool order and counts the others."""
+    from fuzz.counts import POOL_LINE_NAMES, pool_coverage, pool_line
+
+    covered = data.draw(st.sets(st.sampled_from(labels)) if labels else st.just(set()))
+    report = pool_coverage(labels, {label: 1 for label in covered})
+    line = pool_line(report)
+    missing = [label for label in labels if label not in covered]
+    assert line.startswith(f"pool: {len(labels) - len(missing)} of {len(labels)} specializations covered; ")
+    listed = line.split("pool specializations with no case: ", 1)[1]
+    shown = missing[:POOL_LINE_NAMES]
+    assert listed.startswith(", ".join(shown) or "none")
+    rest = len(missing) - len(shown)
+    assert (f"and {rest} more (the report's pool_without_cases)" in listed) == (rest > 0)
+    assert all(label not in listed.split(", ") for label in missing[POOL_LINE_NAMES:])
