@@ -364,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
                     "in --headline-json's order)")
     ap.add_argument("--findings", default=None, help="a markdown file of profiler findings, included as written")
     args = ap.parse_args(argv)
+    if args.peer_json or args.roofline:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.error("the figures (--peer-json's plot, --roofline) are drawn with matplotlib, which is not installed "
+                     "here: pip install -e '.[report]'")
     out = Path(args.out)
     command = " ".join(shlex.quote(a) for a in ["python", "-m", "benchmarks.report", *(sys.argv[1:] if argv is None
                                                                                        else argv)])
@@ -381,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
              "- fuzz throughput: `nox -s fuzz -- --profile ci -n 2 --fuzz-report docs/data/fuzz-report-cpu-ci.json` "
              "(a device run: `--profile nightly --backend cuda -n <GPUs>`)",
              "- this page: `python -m benchmarks.report --peer-json <device json> --cpu-json docs/data/bench-cpu.json "
-             "--fuzz-json <fuzz reports> --npu-model --out docs/benchmarks.md`", ""]
+             "--fuzz-json <fuzz reports> --npu-model --out docs/benchmarks.md` (its figures need matplotlib: "
+             "`pip install -e '.[report]'`)", ""]
     if args.findings:
         parts.append(Path(args.findings).read_text())
     for i, path in enumerate(args.headline_json):

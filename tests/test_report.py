@@ -4,7 +4,10 @@ shapes a run did not reach)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from benchmarks.report import compare, fuzz_markdown, peer_markdown  # noqa: E402
 from benchmarks.shapes import GRID, GRID_RATIO, SHAPES
@@ -57,3 +60,17 @@ def test_both_ratios_are_held_to_the_target() -> None:
     old = [{k: v for k, v in r.items() if k != "kernel_ms"} for r in rows]  # files before session 18
     text = peer_markdown({"meta": {}, "path": "x.json", "format": "compare_peer", "rows": old}, None)
     assert "kernel-time" not in text and "kernels ours" not in text and "time ratio (do_bench) target met 1/2" in text
+
+
+def test_the_page_without_matplotlib_says_what_to_install(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The page's figures need matplotlib, which the test install leaves out: asked for a figure without it,
+    the generator stops before writing anything and names the extra to install, not a traceback."""
+    from benchmarks import report
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    out = tmp_path / "page.md"
+    with pytest.raises(SystemExit) as exit_info:
+        report.main(["--peer-json", str(tmp_path / "peer.json"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and not out.exists()
+    assert "matplotlib" in err and "pip install -e '.[report]'" in err
