@@ -271,15 +271,6 @@ MUTANTS: tuple[Mutant, ...] = (
            "tl.range(0, NK if NK <= NV else NV, num_stages=1)",
            "the unguarded forward's one loop over k and v tiles runs the shorter side's count (K != V)"),
     # --- the cuda variant's bf16 operands (LOWP_DOT), run on the cpu backend through the lowp_dot knob
-    Mutant("lowp_kt_column_mask_dropped", "kernels.py",
-           "m_t[None, :] & (o_k[:, None] < K), LOWP_DOT, \"\")",
-           "m_t[None, :], LOWP_DOT, \"\")",
-           "the separately loaded k^T of the bf16-operand backward drops its K mask: K not a multiple of BK "
-           "pulls the next key head's columns into k k^T"),
-    Mutant("lowp_kt_value_head_stride", "kernels.py",
-           "b_kt = _load_operand(p_k + o_t[None, :] * (H * K) + o_k[:, None]",
-           "b_kt = _load_operand(p_k + o_t[None, :] * (HV * K) + o_k[:, None]",
-           "the separately loaded k^T of the bf16-operand backward strides k's rows by the value heads (grouped heads)"),
     Mutant("bwd_k_loop_At_reload_dropped", "kernels.py",
            "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        if USE_G:",
            "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        if USE_G:",
