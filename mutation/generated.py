@@ -939,8 +939,7 @@ class Runner:
             if key in self.alone:
                 return self.alone[key]
         with self._workspace(None) as (tmp, env):
-            env["WY_GEN_IMPORT_ALL"] = "0"
-            step = self._one_command([killer, *self.commands[command_index][1:]], env, tmp, None)
+            step = self._alone(killer, command_index, env, tmp)
         with self.lock:
             self.alone[key] = step.verdict == "survived"
         return self.alone[key]
@@ -953,9 +952,13 @@ class Runner:
         does not see it: the subject-not-installed test of test_declarations took four false kills so."""
         if step.verdict != "killed" or not step.killer or "::" not in step.killer:
             return False
-        alone = {k: v for k, v in env.items() if k not in ("WY_GEN_ORDER", "WY_GEN_SELECT")}
-        alone["WY_GEN_IMPORT_ALL"] = "0"
-        return self._one_command([step.killer, *self.commands[command_index][1:]], alone, tmp, None).verdict == "survived"
+        env = {k: v for k, v in env.items() if k not in ("WY_GEN_ORDER", "WY_GEN_SELECT")}
+        return self._alone(step.killer, command_index, env, tmp).verdict == "survived"
+
+    def _alone(self, test: str, command_index: int, env: dict[str, str], tmp: Path) -> Outcome:
+        """Test ``test`` (a node id) run alone: command ``command_index`` with that one node and without the
+        plugin's import-everything-first (a fresh process imports only what the test does)."""
+        return self._one_command([test, *self.commands[command_index][1:]], {**env, "WY_GEN_IMPORT_ALL": "0"}, tmp, None)
 
     def tests_for(self, mutant: Mutant) -> list[list[str] | None]:
         """Per command: the tests to run on ``mutant`` (None: all of them), from ``maps`` (--select)."""
