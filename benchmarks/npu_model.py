@@ -11,7 +11,7 @@ transposes, zero-filled scratch, group sums) count as launches and as traffic.
 
 Our backward (ops.prepare_wy_repr_bwd on the npu backend):
   host    beta, g -> [B,HV,T] (HV > 1)                  read + write
-  kernel  wy_bwd_kernel: k, dw read twice (two K loops), A read 2*nK + nV + 2 times,
+  kernel  wy_bwd_kernel: k, dw read twice (two K loops), A read nK + nV + 2 times,
           v, du, beta, g once; writes dk per value head (fp32 when HV > H), dv, dbeta, dg
   host    dk group sum (HV > H): sum over groups (fp32) then cast
   host    dbeta, dg -> [B,T,HV] (HV > 1)
@@ -154,7 +154,7 @@ def ours_bwd(p: Problem, spec: DeviceSpec) -> list[Stage]:
     r, s, gs = p.rows, p.itemsize, p.gate_itemsize
     grouped = p.HV != p.H
     dk_size = FP32 if grouped else s
-    reads = dict(k=2 * r * p.K * s, dw=2 * r * p.K * s, A=(2 * nK + nV + 2) * r * p.BT * s,
+    reads = dict(k=2 * r * p.K * s, dw=2 * r * p.K * s, A=(nK + nV + 2) * r * p.BT * s,
                  v=r * p.V * s, du=r * p.V * s, beta=r * s)
     writes = dict(dk=r * p.K * dk_size, dv=r * p.V * s, dbeta=r * s)
     if p.use_g:

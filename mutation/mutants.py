@@ -82,16 +82,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "    m_t = o_t < BT\n    # A^T read directly",
            "backward row mask dropped: a tail chunk reads the next sequence's rows into dA and A^T"),
     Mutant("bwd_k_column_mask_dropped", "kernels.py",
-           "        m_k = m_t[:, None] & (o_k[None, :] < K)\n        # k and dw are read again",
-           "        m_k = m_t[:, None]\n        # k and dw are read again",
-           "backward K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
+           "        o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)\n        b_k = ",
+           "        o_x, m_k = _tile(o_t, m_t, i_k, BK, BK * NK, HV * K)\n        b_k = ",
+           "backward dk loop's K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
-           "        m_v = m_t[:, None] & (o_v[None, :] < V)\n"
-           "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")",
-           "        m_v = m_t[:, None]\n"
-           "        o_x = o_t[:, None] * (HV * V) + o_v[None, :]\n"
-           "        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("A_dead_columns_read", "kernels.py",
            "    return tl.where(m_cols, x, 0.0).to(x.dtype)",
@@ -271,19 +267,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "tl.range(0, NK if NK <= NV else NV, num_stages=1)",
            "the unguarded forward's one loop over k and v tiles runs the shorter side's count (K != V)"),
     # --- the cuda variant's bf16 operands (LOWP_DOT), run on the cpu backend through the lowp_dot knob
-    Mutant("bwd_k_loop_At_reload_dropped", "kernels.py",
-           "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        if USE_G:",
-           "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        if USE_G:",
-           "backward first K loop reuses the held A^T as a left operand (clobbered before dA and dM read it)",
-           emulated=True),
+    Mutant("bwd_fused_loop_v_under_k_mask", "kernels.py",
+           "            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")\n"
+           "            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, \"evict_first\")\n"
+           "            b_dA = _bwd_dA_k(",
+           "            b_v = _load_operand(p_v + o_x, m_k, LOWP_DOT, \"evict_first\")\n"
+           "            b_du = _load_operand(p_du + o_x, m_k, LOWP_DOT, \"evict_first\")\n"
+           "            b_dA = _bwd_dA_k(",
+           "the backward's fused first loop (LOWP_DOT, as many K as V tiles) loads v and du under the K tile's mask"),
     Mutant("bwd_v_loop_At_reload_dropped", "kernels.py",
            "b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du",
            "b_dvb = _mm(b_At, b_du",
            "backward V loop reuses the held A^T as a left operand (clobbered before dA and dM read it)",
            emulated=True),
     Mutant("bwd_dk_loop_At_reload_dropped", "kernels.py",
-           "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        b_Si",
-           "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        b_Si",
+           "        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)\n        b_dkk",
+           "        b_dkb = _mm(b_At, b_dw, LOWP_DOT)\n        b_dkk",
            "backward dk loop reuses A^T after the dM dot clobbered it",
            emulated=True),
     Mutant("bwd_symmetric_dL_rebuild_dropped", "kernels.py",

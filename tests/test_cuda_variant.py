@@ -15,7 +15,7 @@ import pytest
 
 from wy_ascend import backends
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import run_ops
+from wy_ascend.testing.properties import check_oracle, run_ops
 from wy_ascend.validation import SUPPORTED_BT
 
 CASES = {
@@ -25,13 +25,18 @@ CASES = {
     # cuda's bf16 dot operands in 32-wide tiles: the unguarded variant loads k^T on its own
     "bf16_operands": Case(cu_seqlens=(0, 1, 18, 50), H=2, HV=4, K=80, V=40, BT=32, use_g=True, dtype="bfloat16",
                           knobs={"lowp_dot": True, "tile_cap": 32}),
+    # as many K tiles as V tiles: the backward's fused first loop (kernels._bwd_task)
+    "bf16_fused_loop": Case(cu_seqlens=(0, 5, 40), H=1, HV=3, K=64, V=40, BT=16, use_g=True, dtype="bfloat16",
+                            knobs={"lowp_dot": True, "tile_cap": 32}),
 }
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_the_cuda_variant_is_bitwise_the_npu_variant(name, backend, device):
     """Held A (DOT_GUARD off, without the Ascend emulation, which it would fail by design) and
-    token-major beta/g (GATE_HEAD_MAJOR off) give the npu variant's bits."""
+    token-major beta/g (GATE_HEAD_MAJOR off) give the npu variant's bits, and both the oracle's: the
+    bf16-operand cases reach code of LOWP_DOT's alone (the backward's fused first loop), which two
+    runs of one wrong code would pass bit for bit."""
     if backend != "cpu":
         pytest.skip("runs the cuda variant in the interpreter; device runs compile it for real")
     case = CASES[name]
@@ -43,6 +48,7 @@ def test_the_cuda_variant_is_bitwise_the_npu_variant(name, backend, device):
     for key, out in guarded.items():
         if out is not None:
             assert held[key] is not None and held[key].equal(out), key
+    check_oracle(cuda)  # the two agree; both right (the bf16-operand cases run code only they reach)
 
 
 def test_the_cuda_autotune_search_is_distinct_valid_configs():

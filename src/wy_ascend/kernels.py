@@ -228,6 +228,34 @@ def _fwd_task(
 
 
 @triton.jit
+def _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G: tl.constexpr, LOWP_DOT: tl.constexpr):
+    """dA += dw (k*beta*eg)^T for one K tile; with LOWP_DOT dw (k*eg)^T, beta applied to dA later."""
+    if LOWP_DOT:  # beta applied after the dots: bf16 k and v are exact operands (module doc)
+        b_ke = b_k
+        if USE_G:
+            b_ke = b_k * b_eg[:, None]
+        b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
+    else:
+        b_dA += _mm(b_dw, tl.trans(b_k * b_kscale[:, None]), LOWP_DOT)
+    return b_dA
+
+
+@triton.jit
+def _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv, m_v, LOWP_DOT: tl.constexpr,
+                DOT_GUARD: tl.constexpr):
+    """One V tile: dv = beta * A^T du stored, its dbeta term, and dA += du (v*beta)^T (with
+    LOWP_DOT du v^T). du is the last dot's left operand, its last use (Ascend's clobber trap)."""
+    b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
+    b_db += tl.sum(b_dvb * b_v, 1)
+    tl.store(p_dv, (b_dvb * b_beta[:, None]).to(p_dv.dtype.element_ty), mask=m_v)
+    if LOWP_DOT:
+        b_dA += _mm(b_du, tl.trans(b_v), LOWP_DOT)
+    else:
+        b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
+    return b_dA, b_db
+
+
+@triton.jit
 def _bwd_task(
     i_t, i_bh, j,
     k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
@@ -267,55 +295,49 @@ def _bwd_task(
         b_eg = tl.exp2(b_g)
         b_kscale = b_beta * b_eg
         b_dg = tl.zeros([BT], dtype=tl.float32)
+    else:
+        b_eg = b_beta  # not read without USE_G (_bwd_dA_k takes it as an argument)
     b_db = tl.zeros([BT], dtype=tl.float32)
     b_dA = tl.zeros([BT, BT], dtype=tl.float32)
-    b_kk = tl.zeros([BT, BT], dtype=tl.float32)
 
     p_k = k + (row0 * H + i_hk) * K
     p_dw = dw + (row0 * HV + i_h) * K  # dw and dk (per value head) share one layout
     p_dk = dk + (row0 * HV + i_h) * K
-    for i_k in tl.range(0, NK, num_stages=1):
-        o_k = i_k * BK + tl.arange(0, BK)
-        m_k = m_t[:, None] & (o_k[None, :] < K)
-        # k and dw are read again by the dk loop below: kept in L2 (evict_last)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
-        b_dw = _load_operand(p_dw + o_t[:, None] * (HV * K) + o_k[None, :], m_k, LOWP_DOT, "evict_last")
-        b_kb = b_k * b_kscale[:, None]
-        b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
-        if USE_G:
-            b_db += tl.sum(b_dkb * b_k, 1) * b_eg
-            b_dg += tl.sum(b_dkb * b_kb, 1)
-        else:
-            b_db += tl.sum(b_dkb * b_k, 1)
-        if LOWP_DOT:  # beta applied after the dots (below): bf16 k and v are exact operands
-            b_ke = b_k
-            if USE_G:
-                b_ke = b_k * b_eg[:, None]
-            b_dA += _mm(b_dw, tl.trans(b_ke), LOWP_DOT)
-        else:
-            b_dA += _mm(b_dw, tl.trans(b_kb), LOWP_DOT)
-        if DOT_GUARD:
-            b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
-        else:
-            b_kt = tl.trans(b_k)
-        b_kk += _mm(b_k, b_kt, LOWP_DOT)
-
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
     p_dv = dv + (row0 * HV + i_h) * V
-    for i_v in tl.range(0, NV, num_stages=1):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_v = m_t[:, None] & (o_v[None, :] < V)
-        o_x = o_t[:, None] * (HV * V) + o_v[None, :]
-        b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")  # read once
-        b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
-        b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du, LOWP_DOT)
-        b_db += tl.sum(b_dvb * b_v, 1)
-        tl.store(p_dv + o_x, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
-        if LOWP_DOT:
-            b_dA += _mm(b_du, tl.trans(b_v), LOWP_DOT)
-        else:
-            b_dA += _mm(b_du, tl.trans(b_v * b_beta[:, None]), LOWP_DOT)
+    # dA, and dv with its dbeta terms. k and dw are read again by the dk loop below: kept in L2
+    # (evict_last); v and du are read once.
+    if LOWP_DOT and NK == NV:
+        # One loop over both (the forward's fused loop): a k, dw, v and du tile in flight before the
+        # first dot, so a task waits on memory once per tile pair, not twice (H100, the four headline
+        # backwards 4-7% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
+        # tile, in another order than the two loops below: LOWP_DOT's own, so the knobs that must
+        # keep every bit (dot_guard) never switch between the orders.
+        for i in tl.range(0, NK, num_stages=1):
+            o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
+            o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
+            o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
+            b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
+            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
+            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
+            b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
+            b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
+                                     LOWP_DOT, DOT_GUARD)
+    else:
+        for i_k in tl.range(0, NK, num_stages=1):
+            o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
+            o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
+            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
+            b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
+            b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
+        for i_v in tl.range(0, NV, num_stages=1):
+            o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
+            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
+            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
+            b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
+                                     LOWP_DOT, DOT_GUARD)
 
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     if LOWP_DOT:
@@ -326,32 +348,44 @@ def _bwd_task(
     b_dL = tl.where(m_L, -b_dM, 0.0)
     if USE_G:
         b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
-    b_P = b_dL * b_kk
-    b_db += tl.sum(b_P, 1)
-    if USE_G:
-        b_Q = b_P * b_beta[:, None]
-        b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
     b_dLb = b_dL * b_beta[:, None]
     b_S = b_dLb + tl.trans(b_dLb)  # symmetric dL term, the left operand of every dk dot
 
+    # A^T dw (d(k*beta*eg)) and k k^T are taken here, tile by tile, not in the first loop: the loops
+    # before hold fewer accumulators, and A^T dw is taken once (docs/ledger.md session 27).
     p_dkk = (row0 * H + i_hk) * K  # GROUP_DK: the key head's rows in dk and dk_acc ([B,T,H,K])
     if GROUP_DK:
         tl.debug_barrier()  # the group's previous task stored dk_acc from other threads of this program
     for i_k in tl.range(0, NK, num_stages=1):
-        o_k = i_k * BK + tl.arange(0, BK)
-        m_k = m_t[:, None] & (o_k[None, :] < K)
-        b_k = _load_operand(p_k + o_t[:, None] * (H * K) + o_k[None, :], m_k, LOWP_DOT, "")
-        o_x = o_t[:, None] * (HV * K) + o_k[None, :]
+        o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
+        o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
+        b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "")
         b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
+        b_dkk = tl.sum(b_dkb * b_k, 1)  # d(k*beta*eg) . k, row by row: the dbeta and dg terms
+        if USE_G:
+            b_db += b_dkk * b_eg
+            b_dg += b_dkk * b_kscale
+        else:
+            b_db += b_dkk
         b_Si = b_S
         if DOT_GUARD:
             b_Si = b_dLb + tl.trans(b_dLb)  # rebuilt per tile: the dot may clobber its left operand
         b_dk = b_dkb * b_kscale[:, None] + _mm(b_Si, b_k, LOWP_DOT)
         if GROUP_DK:
-            _sum_dk(b_dk, j, HV // H, dk, dk_acc, p_dkk + o_t[:, None] * (H * K) + o_k[None, :], m_k)
+            _sum_dk(b_dk, j, HV // H, dk, dk_acc, p_dkk + o_k, m_k)
         else:
             tl.store(p_dk + o_x, b_dk.to(dk.dtype.element_ty), mask=m_k)
+        # This tile's k k^T, weighted by dL: its dbeta and dg terms (k's last use, as the left operand)
+        if DOT_GUARD:
+            b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
+        else:
+            b_kt = tl.trans(b_k)
+        b_P = b_dL * _mm(b_k, b_kt, LOWP_DOT)
+        b_db += tl.sum(b_P, 1)
+        if USE_G:
+            b_Q = b_P * b_beta[:, None]
+            b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
 
     tl.store(dbeta + gate_base + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
     if USE_G:
