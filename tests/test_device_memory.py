@@ -204,6 +204,62 @@ def test_a_dead_device_context_does_not_hide_the_error(tmp_path, monkeypatch) ->
             pass
 
 
+def test_a_failed_block_frees_its_locals_before_the_cache_goes_back(tmp_path, monkeypatch) -> None:
+    """A block that raises leaves its tensors in its traceback's frames: they are freed before the
+    allocator's cache is returned, or the process keeps their memory outside the ledger after its
+    reservation ends (an H100 nightly ran a case out of memory alone beside processes holding 2-18 GiB).
+    The error itself, its type, message and traceback text, reaches the caller unchanged."""
+    import gc
+    import traceback
+    import weakref
+
+    import pytest
+
+    import wy_ascend.testing.device_memory as dm
+
+    class Block:  # stands for a device tensor: the memory a case's frames hold
+        pass
+
+    ledger = Ledger("test", 100, directory=tmp_path)
+    monkeypatch.setattr(dm, "ledger_for", lambda case: ledger)
+    alive_at_return: list[bool] = []
+    refs: list[weakref.ref] = []
+
+    def returned(case: Case) -> None:
+        gc.collect()
+        alive_at_return.append(refs[0]() is not None)
+
+    monkeypatch.setattr(dm, "_return_cached", returned)
+
+    def kernel_call() -> None:
+        inputs = Block()
+        refs.append(weakref.ref(inputs))
+        raise ValueError("kernel differs from the float64 oracle")
+
+    with pytest.raises(ValueError, match="kernel differs") as caught:
+        with reserved_for(Case(backend="cuda"), "oracle"):
+            kernel_call()
+    assert alive_at_return == [False]
+    assert "kernel_call" in "".join(traceback.format_exception(caught.value))
+
+
+def test_memory_still_held_after_a_case_is_said(monkeypatch, capsys) -> None:
+    """What a process still holds after returning its cache (live tensors, outside the ledger once its
+    reservation goes) is said in the case log, above the floor a case's modules take; below it, nothing."""
+    import torch
+
+    import wy_ascend.testing.device_memory as dm
+
+    held = [3 * 2**30]
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: held[0])
+    dm._return_cached(Case(backend="cuda"))
+    assert "3.00 GiB still held by this process" in capsys.readouterr().err
+    held[0] = MIN_RESERVATION
+    dm._return_cached(Case(backend="cuda"))
+    assert capsys.readouterr().err == ""
+
+
 def test_out_of_memory_is_told_by_type_or_by_the_drivers_words() -> None:
     """torch's allocator raises OutOfMemoryError, a Triton launch a RuntimeError saying "out of memory"
     (the driver's words, any case): either is out of memory, and so reruns alone; nothing else is."""

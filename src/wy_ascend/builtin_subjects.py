@@ -219,6 +219,10 @@ FLA = Subject(
               why="w rounds k*beta to k's dtype before the gate factor"),
         Known(_V, "widened_gates-2663ec4dbc31.json", _NARROW_G, frozenset({"widened_gates"}),
               why="the backward's exp2 of g in g's dtype"),
+        # the same cause past float16's dk bound on the device (g in float32: passes); the interpreter's dots hold it
+        Known(_V, "differential-3e9f66b84eb4.json", f"{_NARROW_G} and dtype == 'float16'",
+              frozenset({"oracle", "differential"}), frozenset({"cuda"}),
+              why="the backward's exp2 of g in g's dtype, on cuda: float16 dk past its bound"),
         Known(_V, "bad_input-7d893b3a8690.json", None, frozenset({"bad_input"}), why="no argument is validated"),
         Known(_V, "linearity-36837c6b131e.json", "dtype == 'float16'", frozenset({"linearity"}),
               why="dA rounded to float16 between the dots: subnormals"),

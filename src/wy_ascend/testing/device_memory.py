@@ -23,8 +23,10 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -153,7 +155,12 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
     with ledger.reserved(ledger.budget if alone else case_bytes(case)):
         try:
             yield
-        except BaseException:
+        except BaseException as error:
+            # The error's traceback holds the block's frames and so its tensors: their locals go first
+            # (the text of the traceback keeps every line), or the cache returned keeps them, and the
+            # process holds their memory outside the ledger until its next case ends (an H100 nightly's
+            # case ran out of memory alone beside other processes holding 2-18 GiB each).
+            traceback.clear_frames(error.__traceback__)
             # The block's error is the verdict: after a device fault the context is gone and returning the
             # cache raises the fault again, which hid the kernel's own error in an H200 nightly's record.
             with contextlib.suppress(Exception):
@@ -163,15 +170,19 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
 
 
 def _return_cached(case: Case) -> None:
+    """The allocator's cached blocks back to the device; what the process still holds after it (live
+    tensors: memory outside the ledger once the reservation goes) is said on stderr, the case log."""
     import gc
 
     import torch
 
     gc.collect()  # tensors held only by reference cycles (a failure's traceback frames) first
-    if case.backend == "npu":
-        torch.npu.empty_cache()  # type: ignore[attr-defined]
-    else:
-        torch.cuda.empty_cache()
+    device = torch.npu if case.backend == "npu" else torch.cuda  # type: ignore[attr-defined]
+    device.empty_cache()
+    kept = device.memory_reserved()
+    if kept > MIN_RESERVATION:
+        sys.stderr.write(f"wy_ascend: {kept / 2**30:.2f} GiB still held by this process after its case, outside "
+                         "the device-memory ledger\n")
 
 
 def out_of_memory(error: BaseException) -> bool:
