@@ -25,7 +25,8 @@ What the selection can miss, and what is done about it:
 * a statement inside a function that no test executed (dead code, a device-only path, or code run only in
   a process coverage does not follow: a subprocess started with an environment without
   ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
-  a full run of the first two kinds. The Triton interpreter runs the kernels' own functions, so their lines
+  a full run of the first two kinds. A function that forks is not one: its child runs the rest of the
+  forking frame untraced, so ``changed_statements`` counts its statements as outside any function. The Triton interpreter runs the kernels' own functions, so their lines
   carry the tests that launched them (``FULL_FILES`` would name a file whose lines the map cannot tell);
 * tests that read the imported source as text (``inspect.getsource``) execute no line of it:
   ``SOURCE_READERS`` names their modules, which run with every mutant of the file they read;
@@ -166,7 +167,10 @@ def read_map(data_file: Path) -> dict[str, dict[str, list[str]]]:
 
 def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:
     """(first line, inside a function) of each innermost statement of ``original`` holding a line the mutant
-    changes: coverage records a statement that spans lines at its first line."""
+    changes: coverage records a statement that spans lines at its first line. A function that calls
+    ``fork`` does not count as one: its child runs the rest of the forking frame untraced (coverage starts
+    in the child through ``sys.settrace``, which reaches new frames only), so a line of it the map lacks may
+    have run (the history server's ``_forked``: a survivor of the first-contact sample that its tests kill)."""
     changed: set[int] = set()
     matcher = difflib.SequenceMatcher(None, original.splitlines(), mutated.splitlines(), autojunk=False)
     for tag, i1, i2, _, _ in matcher.get_opcodes():
@@ -180,10 +184,19 @@ def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:
                 span = range(child.lineno, (child.end_lineno or child.lineno) + 1)
                 for n in changed.intersection(span):  # an inner statement visited later overrides
                     found[n] = (child.lineno, in_function)
-            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, not _forks(child))
+            else:
+                visit(child, in_function)
 
     visit(ast.parse(original), False)
     return sorted(set(found.values()))
+
+
+def _forks(function: ast.AST) -> bool:
+    """Whether ``function``'s own body calls ``fork`` (``os.fork()`` or a bare ``fork()``)."""
+    return any(isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "fork"
+               for node in ast.walk(function))
 
 
 def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: list[tuple[int, bool]],

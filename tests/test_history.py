@@ -9,6 +9,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,9 +301,25 @@ def test_a_server_that_cannot_prepare_the_calls_says_why(tmp_path: Path, monkeyp
     (tmp_path / "fla").mkdir()
     (tmp_path / "fla" / "__init__.py").write_text('raise ImportError("planted: no fla-core here")\n')
     monkeypatch.syspath_prepend(str(tmp_path))  # the server's PYTHONPATH is this sys.path
-    server = history.HistoryServer()
+    server = history.HistoryServer(reply_s=120)  # a reply dropped on this path fails in minutes, not REPLY_S
     try:
         with pytest.raises(RuntimeError, match=r"cannot run these calls: ImportError: .*planted: no fla-core here"):
             server.run([Case(T=16, subject="fla-ascend", backend="cpu")])
     finally:
         server.close()
+
+
+
+@CPU_ONLY
+def test_a_server_that_drops_its_reply_fails_the_call_at_its_deadline() -> None:
+    """A server that reads a request and never replies (its reply dropped on an error path) fails the call after
+    ``reply_s`` and is killed, where the caller waited for good before."""
+    server = history.HistoryServer(reply_s=3)
+    server.close()  # the real server goes; a silent one takes its pipes' place
+    server.process = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; sys.stdin.buffer.read(1); time.sleep(120)"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="sent no reply within 3 s"):
+        server.run([Case(T=16, backend="cpu")])
+    assert time.monotonic() - started < 60 and server.process.wait(timeout=30) != 0

@@ -45,6 +45,36 @@ def test_a_changed_line_is_its_statements_first_line_and_says_whether_a_function
     assert _statements("        return self.size", "        pass") == [(15, True)]
 
 
+FORKING = """\
+import os
+
+
+def forked(fn):
+    pid = os.fork()
+    if pid == 0:
+        out = fn()
+        os._exit(0)
+    return pid
+
+
+def plain(fn):
+    return fn()
+"""
+
+
+def test_a_function_that_forks_counts_as_outside_any_function() -> None:
+    """The child of a fork runs the rest of the forking frame untraced (the first-contact sample's history.py
+    survivor): a line of it the map lacks runs every test; a line of a function that does not fork, none."""
+    def changed(old: str, new: str) -> list[tuple[int, bool]]:
+        return selection.changed_statements(FORKING, FORKING.replace(old, new, 1))
+
+    assert changed("out = fn()", "out = None") == [(7, False)]
+    assert changed("    pid = os.fork()", "    pid = 0") == [(5, False)]
+    assert changed("    return fn()", "    return None") == [(13, True)]
+    assert selection.select([{}], "m.py", changed("out = fn()", "out = None"), COMMANDS[:1]) == [None]
+    assert selection.select([{}], "m.py", changed("    return fn()", "    return None"), COMMANDS[:1]) == [[]]
+
+
 def test_a_mutant_runs_the_tests_that_execute_its_statements_and_all_where_the_map_cannot_tell() -> None:
     maps = [{"m.py": {"6": ["tests/test_a.py::x", "tests/test_b.py::y"], "15": [""], "4": ["", "tests/test_a.py::z"]}},
             {"m.py": {"6": ["fuzz/test_fuzz.py::test_oracle"]}}]

@@ -71,6 +71,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import select
 import subprocess
 import sys
 import traceback
@@ -163,11 +164,20 @@ def serve() -> None:
         replies.flush()
 
 
-class HistoryServer:
-    """A fresh interpreter running ``serve`` (module doc); ``run(calls)`` returns what it replies."""
+# Seconds a history request waits for its reply: past it the server is killed and the call fails. A server that
+# dropped a reply (a mutant of serve's error path) otherwise left its caller waiting for good (70 minutes, until a
+# mutation run's own limit). Every call of a request runs in the interpreter (the cpu backend), within the case
+# runner's time limit where the fuzz suite runs it; this bounds the other callers (tests, a replay).
+REPLY_S = 900.0
 
-    def __init__(self) -> None:
+
+class HistoryServer:
+    """A fresh interpreter running ``serve`` (module doc); ``run(calls)`` returns what it replies, or fails
+    after ``reply_s`` seconds without one."""
+
+    def __init__(self, reply_s: float = REPLY_S) -> None:
         env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+        self.reply_s = reply_s
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from wy_ascend.testing.history import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -177,6 +187,9 @@ class HistoryServer:
         assert stdin is not None and stdout is not None
         pickle.dump(list(calls), stdin)
         stdin.flush()
+        if not select.select([stdout], [], [], self.reply_s)[0]:  # one reply a request: nothing is read ahead
+            self.process.kill()
+            raise RuntimeError(f"the history server sent no reply within {self.reply_s:g} s (killed)")
         try:
             alone, together = pickle.load(stdout)
         except EOFError:
