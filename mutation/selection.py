@@ -151,18 +151,23 @@ def recorded(tmp: Path, env: dict[str, str], cwd: Path) -> dict[str, dict[str, l
 
 def read_map(data_file: Path) -> dict[str, dict[str, list[str]]]:
     """The node ids that executed each measured line of a combined coverage data file: {file under
-    src/wy_ascend: {line: [node ids, "" for outside any test]}}."""
+    src/wy_ascend: {line: [node ids, "" for outside any test]}}. Every copy of the package a test ran
+    (the snapshot's, a test's copy of the tree in a temporary directory) adds its lines to the one file's:
+    the last copy read used to replace the others, and the tests/ map of the first-contact sample held 4
+    lines of backends.py (its survivors there were run against no test)."""
     from coverage import CoverageData
 
     data = CoverageData(basename=str(data_file))
     data.read()
-    lines: dict[str, dict[str, list[str]]] = {}
+    merged: dict[str, dict[int, set[str]]] = {}
     for path in sorted(data.measured_files()):
         parts = Path(path).parts
         if "wy_ascend" in parts:
             rel = "/".join(parts[len(parts) - parts[::-1].index("wy_ascend"):])
-            lines[rel] = {str(n): sorted(c) for n, c in data.contexts_by_lineno(path).items()}
-    return lines
+            into = merged.setdefault(rel, {})
+            for n, contexts in data.contexts_by_lineno(path).items():
+                into.setdefault(n, set()).update(contexts)
+    return {rel: {str(n): sorted(c) for n, c in sorted(by_line.items())} for rel, by_line in merged.items()}
 
 
 def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:

@@ -85,6 +85,7 @@ def test_virtual_tensors_take_no_memory_until_touched() -> None:
     assert y[-BLOCK:].eq(1).all() and y[:BLOCK].eq(0).all()  # the last programs ran, the first did not
     assert audit.programs == 2 * 2 and audit.programs_launched == HEADS * T // BLOCK  # the last two of each axis
     assert audit.max_offset == HEADS * T - 1
+    assert audit.accesses == 2 * audit.programs  # a load and a store each
     assert resident() - before < 64 * 2**20
 
 
@@ -106,13 +107,15 @@ def test_a_launch_of_hundreds_of_millions_of_programs_runs_only_its_audited_ones
     assert wrap_of(caught.value) is not None
 
 
-def test_an_int32_offset_that_wraps_is_caught_and_its_int64_twin_passes() -> None:
-    x, y = _pair()
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32])
+def test_an_int32_offset_that_wraps_is_caught_and_its_int64_twin_passes(dtype: torch.dtype) -> None:
+    """The wrap is told in bytes: 2**32 elements of the pointer's element size (a 1-byte element is 1 byte)."""
+    x, y = virtual_empty((HEADS * T,), dtype), virtual_empty((HEADS * T,), dtype)
     with pytest.raises(Exception) as caught, index_audit():
         _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=False, MASK_PAST=False)
     wrap = wrap_of(caught.value)
     assert wrap is not None and "load through an address whose index arithmetic wrapped" in str(wrap)
-    assert "-8589934592 bytes" in str(wrap) or "+8589934592 bytes" in str(wrap)  # 2**32 elements of 2 bytes
+    assert f"{2**32 * dtype.itemsize:+d} bytes" in str(wrap) or f"{-2**32 * dtype.itemsize:+d} bytes" in str(wrap)
     assert "_head_rows" in str(wrap)
     with index_audit():
         _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=True, MASK_PAST=False)
@@ -243,3 +246,4 @@ def test_a_loop_counter_has_its_bounds_type() -> None:
     with index_audit() as audit:
         _head_loop[(1,)](x, y, T, BLOCK=BLOCK)
     assert audit.max_offset == 2 * T + BLOCK - 1 and y[2 * T:2 * T + BLOCK].eq(1).all()
+

@@ -129,3 +129,20 @@ def test_the_seed_from_a_commit_is_its_hashs_first_8_hex_digits(tmp_path: Path) 
     git("init", "-q")
     git("commit", "-q", "--allow-empty", "-m", "one")
     assert gm.commit_seed("HEAD", tmp_path) == int(git("rev-parse", "HEAD")[:8], 16)
+
+
+def test_every_copy_of_the_package_adds_its_lines_to_the_map(tmp_path: Path) -> None:
+    """Two measured copies of one file (the snapshot's and a test's copy of the tree) give the union of their
+    lines and contexts, whichever is read last (the tests/ map once held 4 lines of backends.py)."""
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(tmp_path / ".coverage"))
+    snapshot, copy = "/snap/src/wy_ascend/backends.py", "/tmp/pytest-1/tree/src/wy_ascend/backends.py"
+    data.set_context("tests/test_ops.py::test_a")
+    data.add_lines({snapshot: [10, 11, 12]})
+    data.set_context("tests/test_install.py::test_b")
+    data.add_lines({copy: [1, 11]})
+    data.write()
+    assert selection.read_map(tmp_path / ".coverage")["backends.py"] == {
+        "1": ["tests/test_install.py::test_b"], "10": ["tests/test_ops.py::test_a"],
+        "11": ["tests/test_install.py::test_b", "tests/test_ops.py::test_a"], "12": ["tests/test_ops.py::test_a"]}
