@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import subjects
 from wy_ascend.subjects import (
@@ -326,3 +328,51 @@ def test_the_subjects_command_lists_each_subjects_ops_and_the_properties_that_ap
     assert re.search(r"bad_input +skipped: it claims no validation", other)
     assert re.search(r"index_width +skipped: it launches no Triton kernel", other)
     assert main(["subjects", "no-such-subject"]) == 2
+
+
+VALID_KEYWORDS = {"g": "g", "cu_seqlens": "cu_seqlens", "chunk_indices": "chunk_indices"}
+
+
+@st.composite
+def _invalid_keywords(draw: st.DrawFn) -> Any:
+    """A value from anywhere in Calling.keywords' invalid region: not a mapping; a mapping with one or more names
+    that are no argument (beside valid ones); or a mapping with a value that is no identifier."""
+    how = draw(st.sampled_from(["not_a_mapping", "unknown_name", "not_an_identifier"]))
+    base = {name: VALID_KEYWORDS[name] for name in draw(st.sets(st.sampled_from(sorted(VALID_KEYWORDS))))}
+    if how == "not_a_mapping":
+        return draw(st.one_of(st.none(), st.integers(), st.text(max_size=5), st.lists(st.sampled_from(sorted(VALID_KEYWORDS)))))
+    if how == "unknown_name":
+        extra = draw(st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda s: s not in subjects.BWD_ARGS),
+                                     st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), min_size=1, max_size=3))
+        return {**base, **extra}
+    name = draw(st.sampled_from(sorted(VALID_KEYWORDS)))
+    return {**base, name: draw(st.text(max_size=6).filter(lambda s: not s.isidentifier()))}
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(_invalid_keywords())
+def test_calling_keywords_are_refused_over_their_whole_invalid_region(keywords: Any) -> None:
+    """Calling.keywords: a mapping of argument names (BWD_ARGS) to identifiers. Every drawn violation is refused by
+    that rule itself (its own message), not by a later rule that happens to fire on the same field."""
+    with pytest.raises(DeclarationError, match=r"^Calling\.keywords must be a mapping of names of \["):
+        Calling(keywords=keywords)
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(head_ratios=st.none() | st.lists(st.integers(1, 8), min_size=1, max_size=4, unique=True).map(tuple),
+       varlen=st.booleans(), gate_dtypes=st.booleans(), validates=st.booleans())
+def test_a_property_is_left_out_exactly_where_the_claims_leave_it_nothing_to_draw(
+        head_ratios: tuple[int, ...] | None, varlen: bool, gate_dtypes: bool, validates: bool) -> None:
+    """properties.applies_to over the claims it reads: grouped_heads runs unless every claimed head ratio is 1,
+    varlen_split where packed batches are claimed, widened_gates where gate dtypes are, bad_input where the
+    subject validates (each left out with a reason that names its claim)."""
+    from wy_ascend.testing.properties import applies_to
+
+    claims = Claims(head_ratios=head_ratios, varlen=varlen, fixed=True, gate_dtypes=gate_dtypes, validates=validates)
+    subject = _subject(claims=claims)
+    expected = {"grouped_heads": head_ratios is None or max(head_ratios) > 1, "varlen_split": varlen,
+                "widened_gates": gate_dtypes, "bad_input": validates}
+    for name, runs in expected.items():
+        why = applies_to(name, subject)
+        assert (why is None) == runs, (name, why)
+        assert runs or "Claims." in why

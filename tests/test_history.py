@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import os
 import subprocess
 import sys
@@ -323,3 +324,28 @@ def test_a_server_that_drops_its_reply_fails_the_call_at_its_deadline() -> None:
     with pytest.raises(RuntimeError, match="sent no reply within 3 s"):
         server.run([Case(T=16, backend="cpu")])
     assert time.monotonic() - started < 60 and server.process.wait(timeout=30) != 0
+
+
+@st.composite
+def _offsets(draw: st.DrawFn, n: int) -> tuple[int, ...]:
+    """cu_seqlens of n entries: 0, then non-decreasing, ending past 0."""
+    steps = draw(st.lists(st.integers(0, 40), min_size=n - 1, max_size=n - 1).filter(lambda s: sum(s) > 0))
+    return tuple(int(x) for x in [0, *itertools.accumulate(steps)])
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(st.integers(2, 6).flatmap(lambda n: st.tuples(_offsets(n), _offsets(n), _offsets(n + 1))),
+       st.sampled_from(["int32", "int64"]))
+def test_a_cu_seqlens_object_changes_in_place_exactly_where_an_earlier_call_shares_it(
+        drawn: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], index_dtype: str) -> None:
+    """changes_in_place (what fla-core's known stale memo covers): an earlier call of the same entry count and
+    index dtype, laid out contiguously, passes the same tensor object (history.run_sequence), so other values are
+    a change in place; the same values, another entry count, another dtype or a strided layout are not."""
+    first, second, longer = drawn
+    case = Case(cu_seqlens=second, index_dtype=index_dtype)
+    other_dtype = "int64" if index_dtype == "int32" else "int32"
+    assert changes_in_place(case.replace(before=(case.replace(cu_seqlens=first),))) == (first != second)
+    assert not changes_in_place(case.replace(before=(case,)))
+    assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=longer),)))
+    assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=first, index_dtype=other_dtype),)))
+    assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=first, memory={"cu_seqlens": "offset"}),)))
