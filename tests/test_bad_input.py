@@ -49,3 +49,38 @@ def test_each_corruption_draws_its_violation(case: str) -> None:
         if name.endswith("_other_device") and x.k.device.type == "cpu":
             continue
         assert len({_seen(corrupt(x, at)[0]) for at in range(8)}) > 1, name
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.integers(0, 300))
+def test_another_size_ranges_over_the_sizes_its_doc_names(size: int) -> None:
+    """_other_size draws every size from 0 to size + 8 but ``size`` itself, size + 1 first, nothing past size + 8
+    (the shape corruptions' region, documented beside them)."""
+    from wy_ascend.testing.properties.bad_input import _other_size
+
+    drawn = [_other_size(size, at) for at in range(4 * (size + 9))]
+    assert drawn[0] == size + 1 and set(drawn) == set(range(size + 9)) - {size}
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.integers(1, 70), min_size=1, max_size=5), st.sampled_from([16, 32, 64]))
+def test_wrong_chunk_indices_change_one_entry_or_one_row(lengths: list[int], BT: int) -> None:
+    """_wrong_chunk_indices: the valid indices with one entry moved by a nonzero amount, or exactly one row more
+    (a copy of the last) or fewer, for every ``at`` of its first rounds (each entry, the row, both signs)."""
+    import itertools
+
+    from wy_ascend.layout import prepare_chunk_indices
+    from wy_ascend.testing.properties.bad_input import _wrong_chunk_indices
+
+    cu = torch.tensor([0, *itertools.accumulate(lengths)])
+    case = Case(cu_seqlens=tuple(int(x) for x in cu), BT=BT, H=1, HV=1, K=16, V=16)
+    inputs = case.build_inputs(torch.device("cpu"))
+    valid = prepare_chunk_indices(cu, BT)
+    for at in range(4 * (valid.numel() + 1)):
+        wrong = _wrong_chunk_indices(inputs, at)
+        if wrong.shape == valid.shape:
+            assert (wrong != valid).sum() == 1
+        elif wrong.shape[0] == valid.shape[0] + 1:
+            assert wrong[:-1].equal(valid) and wrong[-1].equal(valid[-1])
+        else:
+            assert wrong.shape[0] == valid.shape[0] - 1 and wrong.equal(valid[:-1])
