@@ -255,6 +255,17 @@ def test_specializations_lower_in_workers_and_cache(specs, cuda_specs, tmp_path)
     assert twin.label != chosen[0].label and lowering.ResultCache(tmp_path, salt).get(twin) is None
 
 
+def test_without_a_cache_directory_nothing_is_read_or_written(specs, tmp_path, monkeypatch) -> None:
+    """--no-cache (directory None): a run's passes are kept in memory only; saving writes no file anywhere
+    (and does not fail), and a later cache of the same salt knows none of them."""
+    monkeypatch.chdir(tmp_path)
+    cache = lowering.ResultCache(None, "salt")
+    cache.put(lowering.Result(specs[0], "PASS", 1.0))
+    assert cache.get(specs[0]) == 1.0
+    cache.save()
+    assert list(tmp_path.iterdir()) == [] and lowering.ResultCache(tmp_path, "salt").get(specs[0]) is None
+
+
 def kernel_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> str:
     """Write an importable module (workers import kernels by reference) and return its reference."""
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))

@@ -362,3 +362,20 @@ def test_a_chunk_size_below_one_is_refused_by_name() -> None:
                  lambda: wy_bwd(k, v, beta, dw, du, chunk_size=0)):
         with pytest.raises(ValueError, match="chunk size must be >= 1, got 0"):
             call()
+
+
+def test_a_small_case_is_one_slice_and_a_large_one_is_cut_within_the_bound():
+    """_slices: a case whose float64 [chunks, HV, BT, width] block fits SLICE_BYTES runs as one slice (the fuzz
+    suite's cases: no per-slice overhead); the nightly's 32,787 chunks of BT=128 are cut into slices of at most
+    SLICE_BYTES each, every chunk in exactly one, in order."""
+    from wy_ascend.reference import SLICE_BYTES, _Layout, _slices
+
+    def layout(C: int, BT: int) -> _Layout:
+        idx = torch.arange(C * BT).view(C, BT)
+        return _Layout(idx, torch.ones(C, BT, dtype=torch.bool), idx.flatten())
+
+    assert len(_slices(layout(32, 64), 4, 128)) == 1  # 8 MiB of blocks
+    C, BT, HV, width = 32787, 128, 4, 128
+    parts = _slices(layout(C, BT), HV, width)
+    assert len(parts) > 1 and all(p.idx.shape[0] * HV * BT * width * 8 <= SLICE_BYTES for p in parts)
+    assert torch.cat([p.idx for p in parts]).equal(layout(C, BT).idx)
