@@ -26,8 +26,9 @@ What the selection can miss, and what is done about it:
   a process coverage does not follow: a subprocess started with an environment without
   ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
   a full run of the first two kinds. A function that forks is not one: its child runs the rest of the
-  forking frame untraced, so ``changed_statements`` counts its statements as outside any function. The Triton interpreter runs the kernels' own functions, so their lines
-  carry the tests that launched them (``FULL_FILES`` would name a file whose lines the map cannot tell);
+  forking frame untraced, so ``changed_statements`` counts its statements as outside any function. The
+  Triton interpreter runs the kernels' own functions, so their lines carry the tests that launched them
+  (``FULL_FILES`` would name a file whose lines the map cannot tell);
 * tests that read the imported source as text (``inspect.getsource``) execute no line of it:
   ``SOURCE_READERS`` names their modules, which run with every mutant of the file they read;
 * state set up once for many tests (a session or module fixture) is recorded against the first test that
