@@ -112,3 +112,41 @@ def test_a_runaway_config_is_skipped_on_cuda(tmp_path: Path) -> None:
     assert "hung" in seen, seen  # a 2-warp build was tried and hung
     assert "num_warps: 2" not in done.stdout.split("configs", 1)[1]  # ... and not chosen
     assert took < 300, took  # each hang cut at 10 s, not 600
+
+
+def test_an_autotuned_kernel_compiles_through_the_wrapper_of_its_own_ptxas(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path) -> None:
+    """Several configs: inside the block Triton's ptxas knob is the wrapper of the ptxas it had, under this
+    process's deadline, and the knob is Triton's own again after it (on the CPU through a stand-in for
+    upstream Triton's ``knobs.nvidia``, which triton-ascend lacks; the cuda runs use the real one)."""
+    import contextlib
+    import types
+
+    import triton
+
+    real = tmp_path / "ptxas"
+    real.write_text(f"#!{sys.executable}\nimport sys\nprint('real', *sys.argv[1:])\n")
+    real.chmod(0o755)
+    nvidia = types.SimpleNamespace(ptxas=types.SimpleNamespace(path=str(real)))
+
+    @contextlib.contextmanager
+    def scope():
+        saved = nvidia.ptxas
+        try:
+            yield
+        finally:
+            nvidia.ptxas = saved
+
+    nvidia.scope = scope
+    monkeypatch.setattr(triton, "knobs", types.SimpleNamespace(nvidia=nvidia), raising=False)
+    monkeypatch.setenv(backends.PTXAS_TIMEOUT_ENV, "7")
+
+    class Configs:
+        configs = [object(), object()]
+
+    with backends.ptxas_deadline(Configs()):
+        wrapper = nvidia.ptxas
+        assert wrapper == backends.ptxas_wrapper(str(real), 7.0)
+        done = subprocess.run([wrapper, "in.ptx"], capture_output=True, text=True)
+        assert done.returncode == 0 and done.stdout.strip() == "real in.ptx"
+    assert nvidia.ptxas.path == str(real)
