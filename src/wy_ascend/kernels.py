@@ -311,7 +311,7 @@ def _bwd_task(
     if LOWP_DOT and NK == NV:
         # One loop over both (the forward's fused loop): a k, dw, v and du tile in flight before the
         # first dot, so a task waits on memory once per tile pair, not twice (H100, the four headline
-        # backwards 4-7% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
+        # backwards 5.7-7.2% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
         # tile, in another order than the two loops below: LOWP_DOT's own, so the knobs that must
         # keep every bit (dot_guard) never switch between the orders.
         for i in tl.range(0, NK, num_stages=1):
