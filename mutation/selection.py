@@ -200,7 +200,8 @@ def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:
 
 
 def _forks(function: ast.AST) -> bool:
-    """Whether ``function``'s own body calls ``fork`` (``os.fork()`` or a bare ``fork()``)."""
+    """Whether ``function``'s body (a function nested in it included) calls ``fork`` (``os.fork()`` or a bare
+    ``fork()``)."""
     return any(isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "fork"
                for node in ast.walk(function))
 

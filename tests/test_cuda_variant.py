@@ -22,7 +22,7 @@ CASES = {
     "fixed_multitile": Case(B=2, T=37, H=1, HV=2, K=80, V=48, BT=16, use_g=True, dtype="float32"),
     "varlen_grouped": Case(cu_seqlens=(0, 1, 18, 18, 50), H=2, HV=6, K=32, V=64, BT=32, use_g=True, dtype="bfloat16"),
     "nogate_fp16": Case(B=1, T=70, H=2, HV=2, K=48, V=32, BT=64, use_g=False, dtype="float16"),
-    # cuda's bf16 dot operands in 32-wide tiles: the unguarded variant loads k^T on its own
+    # cuda's bf16 dot operands in 32-wide tiles: 3 K tiles, 2 V tiles, so the backward's two first loops
     "bf16_operands": Case(cu_seqlens=(0, 1, 18, 50), H=2, HV=4, K=80, V=40, BT=32, use_g=True, dtype="bfloat16",
                           knobs={"lowp_dot": True, "tile_cap": 32}),
     # as many K tiles as V tiles: the backward's fused first loop (kernels._bwd_task)

@@ -310,7 +310,6 @@ def test_a_server_that_cannot_prepare_the_calls_says_why(tmp_path: Path, monkeyp
         server.close()
 
 
-
 @CPU_ONLY
 def test_a_server_that_drops_its_reply_fails_the_call_at_its_deadline() -> None:
     """A server that reads a request and never replies (its reply dropped on an error path) fails the call after
@@ -340,7 +339,8 @@ def test_a_cu_seqlens_object_changes_in_place_exactly_where_an_earlier_call_shar
         drawn: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], index_dtype: str) -> None:
     """changes_in_place (what fla-core's known stale memo covers): an earlier call of the same entry count and
     index dtype, laid out contiguously, passes the same tensor object (history.run_sequence), so other values are
-    a change in place; the same values, another entry count, another dtype or a strided layout are not."""
+    a change in place; the same values, another entry count, another dtype or cu_seqlens laid out other than
+    contiguously (its own tensor, an offset view) are not."""
     first, second, longer = drawn
     case = Case(cu_seqlens=second, index_dtype=index_dtype)
     other_dtype = "int64" if index_dtype == "int32" else "int32"

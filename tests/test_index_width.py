@@ -246,4 +246,3 @@ def test_a_loop_counter_has_its_bounds_type() -> None:
     with index_audit() as audit:
         _head_loop[(1,)](x, y, T, BLOCK=BLOCK)
     assert audit.max_offset == 2 * T + BLOCK - 1 and y[2 * T:2 * T + BLOCK].eq(1).all()
-
