@@ -129,6 +129,7 @@ import contextlib
 import copy
 import difflib
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -1163,6 +1164,32 @@ def snapshot_tree(dest: Path, rev: str | None = None) -> Path:
     return tree
 
 
+def share_environment(tree: Path) -> Path | None:
+    """Link the environment this runs in (a venv inside the checkout, e.g. .venv) into the snapshot
+    ``tree`` at the same place, so that a test running the README's ``nox`` commands there finds the
+    one environment, installed, where it would otherwise build its own: minutes of downloads on the
+    first mutant that runs such a test, and two jobs building it at once race (four `error` verdicts
+    of the seed-3896271331 sample, docs/ci.md). Only where the environment records the cpu install of
+    the snapshot's own pyproject.toml (its install.py's record), so nox installs nothing into it.
+    The mutant's src/ still comes first (PYTHONPATH). Returns the link, or None (nox then builds one)."""
+    prefix = Path(sys.prefix).resolve()
+    try:
+        rel = prefix.relative_to(ROOT.resolve())
+    except ValueError:
+        return None
+    spec = importlib.util.spec_from_file_location("wy_snapshot_install", tree / "install.py")
+    if sys.prefix == sys.base_prefix or spec is None or spec.loader is None:
+        return None
+    install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install)
+    if not install.installed(prefix, install.install_key("cpu", dev=True)):
+        return None
+    link = tree / rel
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(prefix, target_is_directory=True)
+    return link
+
+
 def fingerprint(root: Path, under: str | None = None) -> str:
     """sha256 over the paths and contents of the files of ``root`` (or of ``root/under``)."""
     h = hashlib.sha256()
@@ -1686,6 +1713,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{m.id}  [{m.key}]  {m.site.description}\n{m.diff}", end="")
             return 0
         fp, src_fp = fingerprint(snapshot), fingerprint(snapshot, f"src/{PACKAGE_NAME}")
+        shared = share_environment(snapshot)
+        shared_text = f"{shared.name} -> {sys.prefix}" if shared else "none shared (nox builds its own there)"
+        print(f"environment of the snapshot's nox sessions: {shared_text}", flush=True)
         runner = Runner(snapshot, args)
         commands = [runner.command_line(c) for c in runner.commands]
         report_path: Path = args.report.resolve()

@@ -481,3 +481,42 @@ def test_a_kill_by_a_test_that_passes_alone_on_the_mutant_is_decided_in_pytests_
     outcome = runner.run(mutant, None)
     assert outcome.verdict == "killed" and outcome.killer == "tests/test_x.py::test_real"
     assert "test_after_a_leak passed alone on the mutant: run again in pytest's order" in outcome.detail
+
+
+@pytest.mark.parametrize("where,stamped,linked", [
+    (".venv", True, True),
+    (".nox/cpu", True, True),  # the same place in the snapshot, whatever the environment's path in the checkout
+    (".venv", False, False),  # its record is of another pyproject.toml: nox would install into it
+    (None, True, False),  # an environment outside the checkout: not the one the snapshot's nox looks for
+])
+def test_the_snapshot_shares_the_environment_only_where_its_install_is_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str | None, stamped: bool, linked: bool) -> None:
+    import importlib.util
+    import shutil
+    import sys
+
+    checkout, tree = tmp_path / "checkout", tmp_path / "snap" / "tree"
+    tree.mkdir(parents=True)
+    for name in ("install.py", "pyproject.toml"):
+        shutil.copy(ROOT / name, tree / name)
+    prefix = (checkout / where) if where else tmp_path / "elsewhere" / "env"
+    prefix.mkdir(parents=True)
+    spec = importlib.util.spec_from_file_location("wy_test_install", ROOT / "install.py")
+    assert spec is not None and spec.loader is not None
+    install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install)
+    key = install.install_key("cpu", dev=True)
+    (prefix / install.STAMP).write_text(("" if stamped else "-e .[cpu,test,upstream] pyproject:0000\n")
+                                        + (key + "\n" if stamped else ""))
+    monkeypatch.setattr(gm, "ROOT", checkout)
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "python"))
+    link = gm.share_environment(tree)
+    if linked:
+        assert link == tree / where and link.is_symlink() and link.resolve() == prefix.resolve()
+    else:
+        assert link is None and not any(p.is_symlink() for p in tree.rglob("*"))
+    if link is not None:
+        link.unlink()
+    monkeypatch.setattr(sys, "base_prefix", str(prefix))  # no venv at all: the interpreter's own prefix
+    assert gm.share_environment(tree) is None and not any(p.is_symlink() for p in tree.rglob("*"))
