@@ -161,6 +161,8 @@ DEFAULT_REPORT = "mutants-report.json"
 DEFAULT_EQUIVALENT = "mutation/equivalent.json"
 # CI's commands (.ci/run: nox -s tests, nox -s regress, nox -s fuzz -- --profile ci): cheapest first.
 CI_COMMANDS: tuple[tuple[str, ...], ...] = (("tests/",), ("fuzz/", "--profile", "ci"))
+# The recorded baseline's seconds per test, kept beside the coverage maps: how the next recording weighs its parts.
+DURATIONS_FILE = "durations.json"
 PYTEST_FLAGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "_wy_mutant_guard", "-p", "_wy_gen_plugin")
 # The tree copied for a run: everything CI reads, less version control, caches and outputs.
 SNAPSHOT_IGNORE = (".git", ".nox", ".venv", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache",
@@ -971,14 +973,17 @@ class Runner:
     def run(self, mutant: Mutant | None, timeout: float | None, record: bool = False) -> Outcome:
         """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline), each on the
         tests ``tests_for`` picks. A kill whose first failing test fails alone on the unmutated tree
-        (``passes_alone``) is no verdict. ``record`` (the baseline): under coverage, setting ``maps``."""
+        (``passes_alone``) is no verdict. ``record`` (the baseline): under coverage (``_record``), setting ``maps``."""
         start = time.monotonic()
         chosen = self.tests_for(mutant) if mutant is not None else [None] * len(self.commands)
-        maps: list[dict[str, dict[str, list[str]]]] = [{} for _ in self.commands]
         with self._workspace(mutant) as (tmp, env):
             order = self._order_file(tmp, mutant.site.file if mutant else None)
             if order is not None:
                 env["WY_GEN_ORDER"] = str(order)
+            if record and mutant is None:
+                outcome = self._record(tmp, env)
+                outcome.seconds = time.monotonic() - start
+                return outcome
             outcome = Outcome("survived", 0.0)
             order = list(range(len(self.commands)))
             if mutant is not None and not self.args.no_reorder:  # the command that killed most of this file first
@@ -988,30 +993,25 @@ class Runner:
             outcome.selected = ["all" if c is None else len(c) for c in chosen]
             first = True
             for i in order:
-                cmd, run_env, prefix = self.commands[i], dict(env), []
+                cmd, run_env = self.commands[i], dict(env)
                 if chosen[i] == []:  # no test of this command executes the changed lines
                     continue
                 if chosen[i] is not None:
                     cmd = selection.narrowed(cmd, chosen[i])
                     (tmp / f"select-{i}.json").write_text(json.dumps(chosen[i]))
                     run_env["WY_GEN_SELECT"] = str(tmp / f"select-{i}.json")
-                if record:
-                    (tmp / f"coverage-{i}").mkdir()
-                    prefix, run_env = selection.recording(tmp / f"coverage-{i}", run_env)
                 run_env["WY_GEN_IMPORT_ALL"] = "1" if first else "0"
                 first = False
                 left = None if timeout is None else timeout - (time.monotonic() - start)
-                step = self._one_command(cmd, run_env, tmp, left, prefix)
+                step = self._one_command(cmd, run_env, tmp, left)
                 if not record and self._killed_by_order(step, i, run_env, tmp):
                     # its killer passes alone on the mutant: a test before it in this order made it fail (state
                     # one test leaves to the next). The command again in pytest's order, which the baseline passed.
                     plain = {k: v for k, v in run_env.items() if k != "WY_GEN_ORDER"}
                     left = None if timeout is None else timeout - (time.monotonic() - start)
                     first_killer = step.killer
-                    step = self._one_command(cmd, plain, tmp, left, prefix)
+                    step = self._one_command(cmd, plain, tmp, left)
                     step.detail = f"({first_killer} passed alone on the mutant: run again in pytest's order) {step.detail}"
-                if record and step.verdict == "survived":
-                    maps[i] = selection.recorded(tmp / f"coverage-{i}", run_env, self.snapshot)
                 outcome.durations.update(step.durations)
                 outcome.command_seconds.append(round(step.seconds, 1))
                 if step.verdict != "survived":
@@ -1021,8 +1021,6 @@ class Runner:
                     break
             if first:
                 outcome.detail = "no test executes the changed lines"
-            if record and outcome.verdict == "survived":
-                self.maps = maps
         killer = outcome.killer
         if (mutant is not None and outcome.verdict == "killed" and killer and "::" in killer
                 and not self.passes_alone(killer, outcome.command_index or 0)):
@@ -1030,6 +1028,61 @@ class Runner:
             outcome.detail = f"its first failing test {killer} fails alone on the unmutated tree (order-dependent): no verdict"
         outcome.seconds = time.monotonic() - start
         return outcome
+
+    def _record(self, tmp: Path, env: dict[str, str]) -> Outcome:
+        """The unmutated baseline under coverage, its processes side by side: each command split into ``--jobs``
+        parts over its test files (``_parts``), run by ``--jobs`` threads, each part a pytest of its own with its
+        own coverage data, context file and reports. A command's map is the union of its parts' (a line's tests
+        do not depend on the split; which test first sets up a shared fixture does: selection.py). Sets ``maps``
+        when every part passes; the outcome's command_seconds are each command's parts' seconds added."""
+        parts = [(i, k, part) for i, cmd in enumerate(self.commands) for k, part in enumerate(self._parts(cmd))]
+
+        def one(item: tuple[int, int, tuple[list[str], float]]) -> tuple[int, int, Outcome, dict | None]:
+            i, k, (cmd, _) = item
+            where = tmp / f"record-{i}-{k}"
+            where.mkdir()
+            run_env = {**env, "WY_GEN_IMPORT_ALL": "1", "WY_GEN_REPORT": str(where / "gen-report.json"),
+                       "WY_MUTANT_REPORT": str(where / "guard-report.json"),
+                       "WY_ASCEND_FUZZ_REPORT": str(where / "fuzz-report.json")}
+            prefix, run_env = selection.recording(where, run_env)
+            step = self._one_command(cmd, run_env, where, None, prefix)
+            return i, k, step, (selection.recorded(where, run_env, self.snapshot) if step.verdict == "survived" else None)
+
+        with ThreadPoolExecutor(max(1, self.args.jobs)) as pool:  # the heaviest parts first
+            done = sorted(pool.map(one, sorted(parts, key=lambda item: -item[2][1])), key=lambda r: r[:2])
+        outcome = Outcome("survived", 0.0, command_seconds=[0.0] * len(self.commands))
+        maps: list[list[dict[str, dict[str, list[str]]]]] = [[] for _ in self.commands]
+        for i, _, step, part_map in done:
+            outcome.durations.update(step.durations)
+            outcome.command_seconds[i] = round(outcome.command_seconds[i] + step.seconds, 1)
+            if part_map is not None:
+                maps[i].append(part_map)
+            elif outcome.verdict == "survived":
+                outcome.verdict, outcome.detail, outcome.killer = step.verdict, step.detail, step.killer
+                outcome.command, outcome.command_index = self.command_line(self.commands[i]), i
+        if outcome.verdict == "survived":
+            self.maps = [selection.merged(m) for m in maps]
+        return outcome
+
+    def _parts(self, cmd: list[str]) -> list[tuple[list[str], float]]:
+        """``cmd`` as at most ``--jobs`` commands over disjoint sets of the test files of its first argument, a
+        directory, with each part's weight: the files' seconds in the last recording (DURATIONS_FILE in the
+        coverage cache: any tree's, a guide only), else their sizes; ``cmd`` whole where it names no directory."""
+        target = self.snapshot / cmd[0] if cmd and not cmd[0].startswith("-") else None
+        if self.args.jobs < 2 or target is None or not target.is_dir():
+            return [(cmd, 1.0)]
+        files = sorted(p.relative_to(self.snapshot).as_posix() for p in target.rglob("*.py")
+                       if p.name.startswith("test_") or p.name.endswith("_test.py"))
+        known: dict[str, float] = defaultdict(float)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            for test, seconds in json.loads((ROOT / selection.CACHE_DIR / DURATIONS_FILE).read_text()).items():
+                known[test.split("::")[0]] += float(seconds)
+        weight = {f: known[f] if known else float((self.snapshot / f).stat().st_size) for f in files}
+        bins: list[tuple[list[str], float]] = [([], 0.0) for _ in range(min(self.args.jobs, len(files)))]
+        for f in sorted(files, key=lambda f: -weight[f]):  # longest first into the lightest part
+            b = min(range(len(bins)), key=lambda j: bins[j][1])
+            bins[b] = ([*bins[b][0], f], bins[b][1] + weight[f])
+        return [([*sorted(names), *cmd[1:]], w) for names, w in bins if names]
 
     def _one_command(self, cmd: list[str], env: dict[str, str], tmp: Path, timeout: float | None,
                      prefix: list[str] | tuple[str, ...] = ()) -> Outcome:
@@ -1756,11 +1809,12 @@ def main(argv: list[str] | None = None) -> int:
             "equivalent": equivalent, "baseline": None, "select": args.select,
         }
         write_lock = threading.Lock()
+        earlier = float(previous.get("elapsed") or 0.0) if same_setup else 0.0
 
         def write(final: bool = False) -> None:
             with write_lock:
                 doc["results"] = [results[m.id] for m in mutants]
-                doc["elapsed"] = round(time.monotonic() - t0, 1)
+                doc["elapsed"] = round(earlier + time.monotonic() - t0, 1)  # every sitting of a resumed report
                 doc["finished"] = final
                 doc["summary"] = summarize(results, equivalent, doc.get("timeouts_kill", True))
                 doc["survivors"] = [r["id"] for r in doc["results"] if r["verdict"] == "survived"]
@@ -1798,6 +1852,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["baseline"] = baseline
         if args.select and runner.maps is not None and not maps_path.is_file():
             _atomic_write(maps_path, json.dumps(runner.maps))
+            _atomic_write(maps_path.parent / DURATIONS_FILE, json.dumps(baseline.get("durations", {})))
             print(f"coverage map recorded: {maps_path}", flush=True)
         if baseline["verdict"] != "survived":
             write(final=True)

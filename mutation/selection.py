@@ -14,7 +14,12 @@ the tests run in other processes are measured too: coverage's ``patch = subproce
 it in every child interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``),
 keeps it across the fork servers' forks and saves the data of children that leave by ``os._exit``; there
 the plugin starts a context at each case's entry (``ENTRIES``: the case runner's ``run_within_memory``, the
-history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case.
+history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case. A pytest
+that a test starts (the README's nox commands, a planted-bug run) is nested: its items run under the outer
+test's id too (they carried their own, which no command of the mutant collects: a survivor, interpreter.py's
+bf16 arithmetic, was run only by the README's fla-ascend fuzz command). The baseline records its commands
+side by side, each split over its test files into ``--jobs`` parts (generated.Runner._record), and a
+command's map is the union of its parts'.
 
 What the selection can miss, and what is done about it:
 
@@ -73,17 +78,20 @@ import coverage
 
 FILE = os.environ.get("WY_COV_CONTEXT_FILE", "")
 ENTRIES = __ENTRIES__
+# The first process to load this plugin is the recorded pytest; a pytest one of its tests starts (the README's
+# nox commands, a planted-bug run) is nested: its items run under the outer test's name, which FILE holds.
+OUTER = os.environ.setdefault("WY_COV_OUTER_PID", str(os.getpid())) == str(os.getpid())
 
 
 class Contexts(coverage.CoveragePlugin):
     def dynamic_context(self, frame):
         name = frame.f_code.co_name
-        if name == "runtestprotocol" and "item" in frame.f_locals:  # pytest's, in the pytest process
+        if name == "runtestprotocol" and "item" in frame.f_locals and OUTER:  # pytest's, in the recorded pytest
             nodeid = frame.f_locals["item"].nodeid
             if FILE:
                 Path(FILE).write_text(nodeid)
             return nodeid
-        if name in ENTRIES and FILE:  # a case in a child: the test that sent it
+        if (name in ENTRIES or name == "runtestprotocol") and FILE:  # a case in a child, a nested item: its test
             try:
                 return Path(FILE).read_text() or None
             except OSError:
@@ -117,8 +125,9 @@ disable_warnings = no-data-collected, module-not-measured, already-imported
 
 
 def cache_path(root: Path, fingerprint: str, commands: list[str]) -> Path:
-    """Where the maps of the tree ``fingerprint`` under ``commands`` are kept."""
-    digest = hashlib.sha256(json.dumps(commands).encode()).hexdigest()[:12]
+    """Where the maps of the tree ``fingerprint`` under ``commands`` are kept (the recording's own files in the
+    key too: a changed plugin records other maps of the same tree)."""
+    digest = hashlib.sha256((json.dumps(commands) + PLUGIN + SITECUSTOMIZE + RCFILE).encode()).hexdigest()[:12]
     return root / CACHE_DIR / f"{fingerprint}-{digest}.json"
 
 
@@ -169,6 +178,17 @@ def read_map(data_file: Path) -> dict[str, dict[str, list[str]]]:
             for n, contexts in data.contexts_by_lineno(path).items():
                 into.setdefault(n, set()).update(contexts)
     return {rel: {str(n): sorted(c) for n, c in sorted(by_line.items())} for rel, by_line in merged.items()}
+
+
+def merged(maps: list[dict[str, dict[str, list[str]]]]) -> dict[str, dict[str, list[str]]]:
+    """One map of several (the parts of one command, recorded side by side): each line's tests, all of them."""
+    into: dict[str, dict[str, set[str]]] = {}
+    for m in maps:
+        for rel, by_line in m.items():
+            for n, tests in by_line.items():
+                into.setdefault(rel, {}).setdefault(n, set()).update(tests)
+    return {rel: {n: sorted(t) for n, t in sorted(by_line.items(), key=lambda kv: int(kv[0]))}
+            for rel, by_line in sorted(into.items())}
 
 
 def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:

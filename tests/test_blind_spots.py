@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import torch
 from drawing import draw_many
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuzz.strategies import UB_CHOICES, arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
 from wy_ascend import ops, planning, validation
@@ -63,6 +65,40 @@ def test_layouts_keep_the_values_and_change_the_memory() -> None:
         Case(memory={"g": "offset"})  # no gate
     with pytest.raises(ValueError, match="needs cu_seqlens"):
         Case(chunk_indices=True)
+
+
+@st.composite
+def _laid_out(draw: st.DrawFn) -> tuple[str, str, torch.Tensor]:
+    """An argument, a valid layout of it and a tensor of its rank (floating or integer)."""
+    name = draw(st.sampled_from(sorted(MEMORY_ARGS)))
+    ndim = MEMORY_ARGS[name]
+    kinds = ["offset", "strided", "sliced", *(["transposed"] if ndim > 1 else [])]
+    kind = draw(st.sampled_from(kinds))
+    layout = kind if kind == "offset" else f"{kind}:{draw(st.integers(0, ndim - (2 if kind == 'transposed' else 1)))}"
+    shape = draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim))
+    dtype = draw(st.sampled_from([torch.float32, torch.bfloat16, torch.int32, torch.int64]))
+    x = torch.arange(1, 1 + torch.Size(shape).numel()).view(shape).to(dtype)  # no 0 among the values
+    return name, layout, x
+
+
+@settings(max_examples=120, derandomize=True, database=None, deadline=None)
+@given(_laid_out())
+def test_a_layout_keeps_the_values_and_fills_every_gap_with_its_poison(drawn: tuple[str, str, torch.Tensor]) -> None:
+    """Every argument, layout and rank drawn, floating and integer: the view has the values, the same shape,
+    other strides or offset; every element of its storage outside the view holds NaN, or for integers 0 (an
+    index in range: a kernel reading a gap of an index tensor computes a wrong answer, not a fault)."""
+    name, layout, x = drawn
+    y = lay_out(x, layout, name)
+    assert torch.equal(y, x) and y.shape == x.shape and y.dtype == x.dtype
+    flat = torch.empty(0, dtype=y.dtype).set_(y.untyped_storage())
+    covered = torch.zeros(flat.numel(), dtype=torch.bool)
+    covered[torch.arange(flat.numel()).as_strided(y.shape, y.stride(), y.storage_offset()).flatten()] = True
+    gaps = flat[~covered]
+    if layout.startswith("transposed"):
+        assert gaps.numel() == 0  # a transposed copy: same storage size, no gap
+    else:
+        assert gaps.numel() > 0, layout  # offset: one element before; strided: every other; sliced: both ends
+        assert bool((gaps.isnan() if x.is_floating_point() else gaps == 0).all()), (layout, gaps)
 
 
 def test_every_argument_in_a_moved_layout_gives_the_contiguous_bits(full: Case) -> None:

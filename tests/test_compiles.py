@@ -8,6 +8,8 @@ import os
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
     pytest.skip("keys launches of the interpreter (the cpu backend)", allow_module_level=True)
@@ -74,6 +76,27 @@ def test_a_split_launch_is_keyed_as_triton_caches_it(kernel: object, limit: int,
     specs = distinct(launches)[f"{fn.__module__}.{fn.__qualname__}"]
     assert len(specs) == max(1, len(next(iter(keys.values()), [])))
     assert differing(specs) == keys
+
+
+SPECS = st.lists(st.dictionaries(st.sampled_from("abcd"), st.sampled_from(["i32:", "i32:D", "=1", "?"]),
+                                 max_size=4).map(lambda d: tuple(d.items())), min_size=1, max_size=5)
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(SPECS)
+def test_differing_names_each_parameter_whose_key_part_differs_and_no_other(specs: list) -> None:
+    """Over drawn keys, parameters present in some keys only included: a parameter is reported exactly
+    when two keys disagree on it (a value against another or against its absence), with each key's value
+    in order ("?" where absent), the parameters in the order they first appear."""
+    keys = [dict(s) for s in specs]
+    got = differing(specs)
+    seen = list(dict.fromkeys(name for key in keys for name in key))
+    assert list(got) == [name for name in seen if name in got]
+    for name in seen:
+        values = [key.get(name) for key in keys]
+        assert (name in got) == (len(set(values)) > 1), (name, values)
+        if name in got:
+            assert got[name] == ["?" if v is None else v for v in values]
 
 
 def test_nothing_is_recorded_outside_the_block() -> None:

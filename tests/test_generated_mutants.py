@@ -520,3 +520,38 @@ def test_the_snapshot_shares_the_environment_only_where_its_install_is_recorded(
         link.unlink()
     monkeypatch.setattr(sys, "base_prefix", str(prefix))  # no venv at all: the interpreter's own prefix
     assert gm.share_environment(tree) is None and not any(p.is_symlink() for p in tree.rglob("*"))
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+@pytest.mark.parametrize("known", [False, True])
+def test_a_recording_splits_each_command_into_balanced_parts_over_all_its_test_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, known: bool) -> None:
+    import argparse
+
+    snap, checkout = tmp_path / "tree", tmp_path / "checkout"
+    sizes = {"tests/test_a.py": 9000, "tests/test_b.py": 5000, "tests/test_c.py": 4000, "tests/sub/test_d.py": 3000,
+             "tests/e_test.py": 1000, "tests/conftest.py": 50000, "tests/helpers.py": 50000}
+    for name, size in sizes.items():
+        (snap / name).parent.mkdir(parents=True, exist_ok=True)
+        (snap / name).write_text("#" * size)
+    seconds = {"tests/test_a.py": 1.0, "tests/test_b.py": 30.0, "tests/test_c.py": 2.0, "tests/sub/test_d.py": 3.0,
+               "tests/e_test.py": 4.0}
+    if known:  # the last recording's seconds, not the sizes, weigh the files
+        (checkout / gm.selection.CACHE_DIR).mkdir(parents=True)
+        (checkout / gm.selection.CACHE_DIR / gm.DURATIONS_FILE).write_text(json.dumps(
+            {f"{f}::test_{i}": s / 2 for f, s in seconds.items() for i in range(2)}))
+    monkeypatch.setattr(gm, "ROOT", checkout)
+    runner = gm.Runner(snap, argparse.Namespace(tests=None, jobs=jobs))
+    parts = runner._parts(["tests/", "-k", "x"])
+    assert runner._parts(["-k", "x"]) == [(["-k", "x"], 1.0)]  # no directory named: the command whole
+    if jobs == 1:
+        assert parts == [(["tests/", "-k", "x"], 1.0)]
+        return
+    weight = seconds if known else {f: float(s) for f, s in sizes.items() if f in seconds}
+    files = [f for cmd, _ in parts for f in cmd if f.endswith(".py")]
+    assert sorted(files) == sorted(weight) and len(parts) == min(jobs, len(weight))  # each test file once
+    assert all(cmd[-2:] == ["-k", "x"] for cmd, _ in parts)
+    for cmd, w in parts:
+        assert w == pytest.approx(sum(weight[f] for f in cmd[:-2]))
+    # longest first into the lightest part: no part beyond an even share plus the heaviest file
+    assert max(w for _, w in parts) <= sum(weight.values()) / jobs + max(weight.values())

@@ -53,14 +53,17 @@ def _block_rows(x, y, T, BLOCK: tl.constexpr, HOW: tl.constexpr):
     h = tl.program_id(1)
     if HOW == "narrow":
         start = (tl.cast(h, tl.int64) * T + tl.program_id(0) * BLOCK).to(tl.int32)
-    elif HOW == "wrap":
+    elif HOW == "wrap" or HOW == "advance":
         start = h * T + tl.program_id(0) * BLOCK
     else:
         start = tl.program_id(0) * BLOCK
         x += tl.cast(h, tl.int64) * T
         y += tl.cast(h, tl.int64) * T
-    p_x = tl.make_block_ptr(x, (tl.cast(T, tl.int64) * 3,), (1,), (start,), (BLOCK,), (0,))
-    p_y = tl.make_block_ptr(y, (tl.cast(T, tl.int64) * 3,), (1,), (start,), (BLOCK,), (0,))
+    at = 0 if HOW == "advance" else start  # "advance": made at 0, moved to the same int32 offset by tl.advance
+    p_x = tl.make_block_ptr(x, (tl.cast(T, tl.int64) * 3,), (1,), (at,), (BLOCK,), (0,))
+    p_y = tl.make_block_ptr(y, (tl.cast(T, tl.int64) * 3,), (1,), (at,), (BLOCK,), (0,))
+    if HOW == "advance":
+        p_x, p_y = tl.advance(p_x, (start - at,)), tl.advance(p_y, (start - at,))
     tl.store(p_y, tl.load(p_x) + 1)
 
 
@@ -127,14 +130,19 @@ def test_a_wrapped_address_on_masked_off_lanes_is_never_used() -> None:
         _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=False, MASK_PAST=True)
 
 
-@pytest.mark.parametrize("how", ["wrap", "narrow", "wide"])
+@pytest.mark.parametrize("how", ["wrap", "narrow", "advance", "wide"])
 def test_a_block_pointer_offset_that_wraps_or_truncates_is_caught(how: str) -> None:
+    """Head 2's int32 offset 2 * 2**30 wraps, made so or reached by tl.advance; heads 0 and 1 alone reach
+    2 * T - 1 elements exactly (the audit's max_offset: an offset's last element times its stride)."""
     x, y = _pair()
     if how == "wide":
         with index_audit():
             _block_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, HOW=how)
         assert y[-BLOCK:].eq(1).all()
         return
+    with index_audit() as audit:
+        _block_rows[(T // BLOCK, 2)](x, y, T, BLOCK=BLOCK, HOW=how)
+    assert audit.max_offset == 2 * T - 1 and y[2 * T - BLOCK:2 * T].eq(1).all()
     with pytest.raises(Exception) as caught, index_audit():
         _block_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, HOW=how)
     wrap = wrap_of(caught.value)

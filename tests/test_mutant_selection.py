@@ -146,3 +146,43 @@ def test_every_copy_of_the_package_adds_its_lines_to_the_map(tmp_path: Path) -> 
     assert selection.read_map(tmp_path / ".coverage")["backends.py"] == {
         "1": ["tests/test_install.py::test_b"], "10": ["tests/test_ops.py::test_a"],
         "11": ["tests/test_install.py::test_b", "tests/test_ops.py::test_a"], "12": ["tests/test_ops.py::test_a"]}
+
+
+def test_the_parts_of_a_command_merge_into_each_lines_tests() -> None:
+    a = {"ops.py": {"3": ["t::a"], "10": ["", "t::a"]}}
+    b = {"ops.py": {"3": ["u::b"], "4": ["u::b"]}, "cli.py": {"1": [""]}}
+    assert selection.merged([a, b]) == {"cli.py": {"1": [""]},
+                                         "ops.py": {"3": ["t::a", "u::b"], "4": ["u::b"], "10": ["", "t::a"]}}
+    assert selection.merged([a]) == a and selection.merged([]) == {}
+
+
+def test_a_recording_names_a_nested_pytests_lines_by_the_test_that_started_it(tmp_path: Path) -> None:
+    """A real recording of a small tree: a test calling the package directly, and a test that runs another
+    pytest (as the README's nox commands and the planted-bug runs do) whose test calls it too. The nested
+    run's lines carry the outer test's id, the one a mutant's command can select (they carried the nested
+    item's id, which no command collects: interpreter.py's bf16 arithmetic, run by the README's fla-ascend
+    fuzz command alone, survived a sample so)."""
+    import os
+    import sys
+
+    (tmp_path / "src" / "wy_ascend").mkdir(parents=True)
+    (tmp_path / "src" / "wy_ascend" / "__init__.py").write_text(
+        "def direct():\n    return 1\n\n\ndef nested():\n    return 2\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "test_inner.py").write_text(
+        "import wy_ascend\n\n\ndef test_inner():\n    assert wy_ascend.nested() == 2\n")
+    (tmp_path / "tests" / "test_outer.py").write_text(
+        "import subprocess, sys\nimport wy_ascend\n\n\ndef test_direct():\n    assert wy_ascend.direct() == 1\n\n\n"
+        "def test_nested():\n    run = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',"
+        " 'inner/test_inner.py'])\n    assert run.returncode == 0\n")
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WY_COV_", "COV_CORE_"))}
+    prefix, env = selection.recording(rec, {**env, "PYTHONPATH": str(tmp_path / "src")})
+    run = subprocess.run([sys.executable, *prefix, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = selection.recorded(rec, env, tmp_path)["__init__.py"]
+    assert lines["2"] == ["tests/test_outer.py::test_direct"]
+    assert lines["6"] == ["tests/test_outer.py::test_nested"]

@@ -51,10 +51,11 @@ def distinct(launches: list[Launch]) -> dict[str, list[tuple[tuple[str, str], ..
 
 
 def differing(specs: list[tuple[tuple[str, str], ...]]) -> dict[str, list[str]]:
-    """The parameters whose part of the key differs between ``specs``, with their values in order."""
-    names = dict(specs[0])
-    return {name: [dict(s).get(name, "?") for s in specs] for name in names
-            if len({dict(s).get(name) for s in specs}) > 1}
+    """The parameters whose part of the key differs between ``specs``, with their values in order ("?" where a
+    key lacks the parameter); every spec's parameters, in the order they first appear."""
+    keys = [dict(s) for s in specs]
+    names = dict.fromkeys(name for key in keys for name in key)
+    return {name: [key.get(name, "?") for key in keys] for name in names if len({key.get(name) for key in keys}) > 1}
 
 
 def _named_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[tuple[str, str], ...], str]:
