@@ -14,10 +14,14 @@ the tests run in other processes are measured too: coverage's ``patch = subproce
 it in every child interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``),
 keeps it across the fork servers' forks and saves the data of children that leave by ``os._exit``; there
 the plugin starts a context at each case's entry (``ENTRIES``: the case runner's ``run_within_memory``, the
-history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case. A pytest
-that a test starts (the README's nox commands, a planted-bug run) is nested: its items run under the outer
-test's id too (they carried their own, which no command of the mutant collects: a survivor, interpreter.py's
-bf16 arithmetic, was run only by the README's fla-ascend fuzz command). The baseline records its commands
+history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case. Any other
+process a test starts (the CLI, a script, a pytest as the README's nox commands and the planted-bug runs start)
+runs to its end within that test, and its lines are that test's (the id the recorded pytest puts in
+``WY_COV_TEST`` at each item, which the process inherits): they went to the empty context, which runs every
+test of the command (2,354 lines inside functions of the tests/ map of d5c8184), or for a nested pytest to
+its own items' ids, which no command collects (a survivor, interpreter.py's bf16 arithmetic, was run only
+by the README's fla-ascend fuzz command). A server (``SERVERS``: its outermost code calls one) serves many
+tests, so only its ENTRIES name one; its loop stays outside any test. The baseline records its commands
 side by side, each split over its test files into ``--jobs`` parts (generated.Runner._record), and a
 command's map is the union of its parts'.
 
@@ -59,6 +63,9 @@ from pathlib import Path
 
 CACHE_DIR = ".mutants-coverage"
 ENTRIES = ("run_within_memory", "run_sequence")
+# What a server process runs (testing/runner.py's and testing/history.py's, multiprocessing's spawned children):
+# it serves many tests' cases, so only its ENTRIES name a test; every other process a test starts is that test's.
+SERVERS = frozenset({"serve", "serve_forks", "spawn_main"})
 # Files whose lines the recording may not attribute to tests: every test of every command (none so far:
 # the interpreter runs the kernels' own functions, so their lines carry the tests that launched them).
 FULL_FILES: frozenset[str] = frozenset()
@@ -70,7 +77,7 @@ SOURCE_READERS: dict[str, tuple[str, ...]] = {
 }
 
 PLUGIN = '''\
-"""coverage plugin of mutation/selection.py: one context per pytest item, followed into the case children."""
+"""coverage plugin of mutation/selection.py: one context per pytest item, followed into the processes it starts."""
 import os
 from pathlib import Path
 
@@ -78,30 +85,49 @@ import coverage
 
 FILE = os.environ.get("WY_COV_CONTEXT_FILE", "")
 ENTRIES = __ENTRIES__
-# The first process to load this plugin is the recorded pytest; a pytest one of its tests starts (the README's
-# nox commands, a planted-bug run) is nested: its items run under the outer test's name, which FILE holds.
-OUTER = os.environ.setdefault("WY_COV_OUTER_PID", str(os.getpid())) == str(os.getpid())
+SERVERS = __SERVERS__
+BORN = os.getpid()  # a forked child keeps this module and so its parent's pid here
+# The first process to load this plugin is the recorded pytest (it names a context per item); any other was
+# started by one of its tests (WY_COV_TEST, set at each item) or by such a process.
+OUTER = os.environ.setdefault("WY_COV_OUTER_PID", str(BORN)) == str(BORN)
+SPAWNED_IN = None if OUTER else os.environ.get("WY_COV_TEST")
+server = False
+
+
+def _serves(frame):
+    """Whether this process is a server (its outermost code calls one of SERVERS): its cases, not its life,
+    belong to tests."""
+    global server
+    while frame is not None and not server:
+        server = bool(set(frame.f_code.co_names) & SERVERS)
+        frame = frame.f_back
+    return server
 
 
 class Contexts(coverage.CoveragePlugin):
     def dynamic_context(self, frame):
         name = frame.f_code.co_name
-        if name == "runtestprotocol" and "item" in frame.f_locals and OUTER:  # pytest's, in the recorded pytest
-            nodeid = frame.f_locals["item"].nodeid
-            if FILE:
-                Path(FILE).write_text(nodeid)
-            return nodeid
-        if (name in ENTRIES or name == "runtestprotocol") and FILE:  # a case in a child, a nested item: its test
+        if OUTER and os.getpid() == BORN:  # the recorded pytest: one context per item
+            if name == "runtestprotocol" and "item" in frame.f_locals:
+                nodeid = frame.f_locals["item"].nodeid
+                if FILE:
+                    Path(FILE).write_text(nodeid)
+                os.environ["WY_COV_TEST"] = nodeid  # what a process this test starts inherits
+                return nodeid
+            return None
+        if name in ENTRIES and FILE:  # a case in a server or its child: the test that sent it
             try:
                 return Path(FILE).read_text() or None
             except OSError:
                 return None
+        if SPAWNED_IN and os.getpid() == BORN and not _serves(frame):
+            return SPAWNED_IN  # a process run to its end within one test (the CLI, a nested pytest, a script)
         return None
 
 
 def coverage_init(reg, options):
     reg.add_dynamic_context(Contexts())
-'''.replace("__ENTRIES__", repr(ENTRIES))
+'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", repr(SERVERS))
 
 SITECUSTOMIZE = '''\
 """Written by mutation/selection.py for a coverage recording: coverage in every child interpreter."""

@@ -156,26 +156,91 @@ def test_the_parts_of_a_command_merge_into_each_lines_tests() -> None:
     assert selection.merged([a]) == a and selection.merged([]) == {}
 
 
-def test_a_recording_names_a_nested_pytests_lines_by_the_test_that_started_it(tmp_path: Path) -> None:
-    """A real recording of a small tree: a test calling the package directly, and a test that runs another
-    pytest (as the README's nox commands and the planted-bug runs do) whose test calls it too. The nested
-    run's lines carry the outer test's id, the one a mutant's command can select (they carried the nested
-    item's id, which no command collects: interpreter.py's bf16 arithmetic, run by the README's fla-ascend
-    fuzz command alone, survived a sample so)."""
+PACKAGE = """\
+def direct():
+    return 1
+
+
+def nested():
+    return 2
+
+
+def oneshot():
+    return 3
+
+
+def work(x):
+    return x + 1
+
+
+def run_sequence(x):
+    return work(x)
+
+
+def serve():
+    import sys
+    for line in sys.stdin:
+        print(run_sequence(int(line)), flush=True)
+"""
+
+TESTS = """\
+import subprocess
+import sys
+
+import pytest
+
+import wy_ascend
+
+
+@pytest.fixture(scope="module")
+def server():
+    p = subprocess.Popen([sys.executable, "-c", "from wy_ascend import serve; serve()"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    yield p
+    p.stdin.close()
+    p.wait()
+
+
+def test_direct():
+    assert wy_ascend.direct() == 1
+
+
+def test_nested():
+    assert subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "inner/test_inner.py"]).returncode == 0
+
+
+def test_oneshot():
+    assert subprocess.run([sys.executable, "-c", "import wy_ascend; assert wy_ascend.oneshot() == 3"]).returncode == 0
+
+
+def test_server_started(server):
+    pass
+
+
+def test_server_used(server):
+    server.stdin.write("1\\n")
+    server.stdin.flush()
+    assert server.stdout.readline().strip() == "2"
+"""
+
+
+def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(tmp_path: Path) -> None:
+    """A real recording of a small tree. A process a test starts and waits for (a script, a pytest as the
+    README's nox commands and the planted-bug runs start one) records its lines under that test, the one a
+    mutant's command can select: they went to the empty context, which runs every test of the command, or for
+    a nested pytest to its own items' ids, which no command collects (interpreter.py's bf16 arithmetic, run only
+    by the README's fla-ascend fuzz command, survived a sample so). A server started in one test serving
+    another's case records the case under the test that sent it (ENTRIES) and its own loop under none."""
     import os
     import sys
 
     (tmp_path / "src" / "wy_ascend").mkdir(parents=True)
-    (tmp_path / "src" / "wy_ascend" / "__init__.py").write_text(
-        "def direct():\n    return 1\n\n\ndef nested():\n    return 2\n")
+    (tmp_path / "src" / "wy_ascend" / "__init__.py").write_text(PACKAGE)
     (tmp_path / "tests").mkdir()
     (tmp_path / "inner").mkdir()
     (tmp_path / "inner" / "test_inner.py").write_text(
         "import wy_ascend\n\n\ndef test_inner():\n    assert wy_ascend.nested() == 2\n")
-    (tmp_path / "tests" / "test_outer.py").write_text(
-        "import subprocess, sys\nimport wy_ascend\n\n\ndef test_direct():\n    assert wy_ascend.direct() == 1\n\n\n"
-        "def test_nested():\n    run = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',"
-        " 'inner/test_inner.py'])\n    assert run.returncode == 0\n")
+    (tmp_path / "tests" / "test_outer.py").write_text(TESTS)
     rec = tmp_path / "rec"
     rec.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WY_COV_", "COV_CORE_"))}
@@ -184,5 +249,13 @@ def test_a_recording_names_a_nested_pytests_lines_by_the_test_that_started_it(tm
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = selection.recorded(rec, env, tmp_path)["__init__.py"]
-    assert lines["2"] == ["tests/test_outer.py::test_direct"]
-    assert lines["6"] == ["tests/test_outer.py::test_nested"]
+    source = PACKAGE.splitlines()
+
+    def tests_of(statement: str) -> list[str]:
+        return lines[str(source.index(statement) + 1)]
+
+    assert tests_of("    return 1") == ["tests/test_outer.py::test_direct"]
+    assert tests_of("    return 2") == ["tests/test_outer.py::test_nested"]
+    assert tests_of("    return 3") == ["tests/test_outer.py::test_oneshot"]
+    assert tests_of("    return x + 1") == ["tests/test_outer.py::test_server_used"]
+    assert tests_of("        print(run_sequence(int(line)), flush=True)") == [""]
