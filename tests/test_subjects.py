@@ -100,6 +100,22 @@ def test_grid_limit_knob_splits_fla_ascends_launches_and_is_restored() -> None:
     assert wy_fast.ASCEND_MAX_GRID_DIM == 65535
 
 
+def test_the_grid_limit_knob_on_a_module_without_the_limit_is_a_clear_error() -> None:
+    """An fla-ascend build whose module has no grid limit to lower: max_blocks is refused by name, before any
+    launch, and a call without the knob leaves the module alone."""
+    import types
+
+    from wy_ascend.backends import LaunchConfig
+
+    module = types.ModuleType("fla_without_a_limit")
+    with pytest.raises(ValueError, match="knob max_blocks: fla_without_a_limit has no grid limit"):
+        with builtin_subjects._grid_limit(module, LaunchConfig(max_blocks=8)):
+            raise AssertionError("the block ran")
+    with builtin_subjects._grid_limit(module, None):
+        pass
+    assert not hasattr(module, builtin_subjects.GRID_LIMIT)
+
+
 def test_a_default_subject_keeps_stored_names_and_a_foreign_one_is_recorded(tmp_path: Path) -> None:
     case = Case(T=20, HV=2)
     assert "subject" not in case.to_dict()
