@@ -980,7 +980,7 @@ class Runner:
             order = self._order_file(tmp, mutant.site.file if mutant else None)
             if order is not None:
                 env["WY_GEN_ORDER"] = str(order)
-            if record and mutant is None:
+            if record:  # the baseline (mutant None): side by side under coverage
                 outcome = self._record(tmp, env)
                 outcome.seconds = time.monotonic() - start
                 return outcome
@@ -1004,7 +1004,7 @@ class Runner:
                 first = False
                 left = None if timeout is None else timeout - (time.monotonic() - start)
                 step = self._one_command(cmd, run_env, tmp, left)
-                if not record and self._killed_by_order(step, i, run_env, tmp):
+                if self._killed_by_order(step, i, run_env, tmp):
                     # its killer passes alone on the mutant: a test before it in this order made it fail (state
                     # one test leaves to the next). The command again in pytest's order, which the baseline passed.
                     plain = {k: v for k, v in run_env.items() if k != "WY_GEN_ORDER"}
@@ -1225,13 +1225,15 @@ def share_environment(tree: Path) -> Path | None:
     of the seed-3896271331 sample, docs/ci.md). Only where the environment records the cpu install of
     the snapshot's own pyproject.toml (its install.py's record), so nox installs nothing into it.
     The mutant's src/ still comes first (PYTHONPATH). Returns the link, or None (nox then builds one)."""
+    if sys.prefix == sys.base_prefix:  # no venv: the interpreter's own installation
+        return None
     prefix = Path(sys.prefix).resolve()
     try:
         rel = prefix.relative_to(ROOT.resolve())
     except ValueError:
         return None
     spec = importlib.util.spec_from_file_location("wy_snapshot_install", tree / "install.py")
-    if sys.prefix == sys.base_prefix or spec is None or spec.loader is None:
+    if spec is None or spec.loader is None:
         return None
     install = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(install)

@@ -18,7 +18,7 @@ history server's ``run_sequence``) named by the id in that file, i.e. the test t
 process a test starts (the CLI, a script, a pytest as the README's nox commands and the planted-bug runs start)
 runs to its end within that test, and its lines are that test's (the id the recorded pytest puts in
 ``WY_COV_TEST`` at each item, which the process inherits): they went to the empty context, which runs every
-test of the command (2,354 lines inside functions of the tests/ map of d5c8184), or for a nested pytest to
+test of the command (2,354 lines inside functions of one tree's tests/ map), or for a nested pytest to
 its own items' ids, which no command collects (a survivor, interpreter.py's bf16 arithmetic, was run only
 by the README's fla-ascend fuzz command). A server (``SERVERS``: its outermost code calls one) serves many
 tests, so only its ENTRIES name one; its loop stays outside any test. The baseline records its commands
