@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from wy_ascend.testing.case import Case
 from wy_ascend.testing.properties import CORRUPTIONS, check_bad_input
+from wy_ascend.validation import SUPPORTED_BT
 
 pytestmark = pytest.mark.cpu_backend
 
@@ -84,3 +85,37 @@ def test_wrong_chunk_indices_change_one_entry_or_one_row(lengths: list[int], BT:
             assert wrong[:-1].equal(valid) and wrong[-1].equal(valid[-1])
         else:
             assert wrong.shape[0] == valid.shape[0] - 1 and wrong.equal(valid[:-1])
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.integers(0, 20), min_size=1, max_size=4).map(tuple))
+def test_another_shape_ranges_over_the_shapes_its_doc_names(shape: tuple[int, ...]) -> None:
+    """_other_shape never gives ``shape``: with its dims kept, every nonempty set of them changed; else also
+    every other number of dims from 0 to ndim + 2, fewer a prefix of ``shape``, more ``shape`` then extra dims
+    of one size, each of 1, 2 and 3 (the region documented beside it)."""
+    import itertools
+
+    from wy_ascend.testing.properties.bad_input import _other_shape
+
+    n = len(shape)
+    kept = [_other_shape(shape, at) for at in range(8 * 2**n)]
+    subsets = {frozenset(c) for r in range(1, n + 1) for c in itertools.combinations(range(n), r)}
+    assert all(len(s) == n for s in kept)
+    assert {frozenset(i for i in range(n) if s[i] != shape[i]) for s in kept} == subsets
+    other = [_other_shape(shape, at, same_ndim=False) for at in range(3 * (n + 3))]
+    assert shape not in other and {len(s) for s in other} == set(range(n + 3))
+    assert all(s == shape[:len(s)] for s in other if len(s) < n)
+    assert {(s[:n], s[n:]) for s in other if len(s) > n} == {(shape, (size,) * (d - n))
+                                                              for d in (n + 1, n + 2) for size in (1, 2, 3)}
+
+
+@pytest.mark.parametrize("BT", SUPPORTED_BT)
+def test_an_unsupported_chunk_size_ranges_over_the_sizes_its_doc_names(BT: int) -> None:
+    """_unsupported_bt draws BT + 8 first, then every size from 0 to 256 outside SUPPORTED_BT (256 included),
+    the multiples of 16 before the rest, each once (the region documented beside it and validation's rule)."""
+    from wy_ascend.testing.properties.bad_input import _unsupported_bt
+
+    region = set(range(257)) - set(SUPPORTED_BT)
+    drawn = [int(_unsupported_bt(torch.zeros(1, 2, 1, BT), at).shape[-1]) for at in range(len(region))]
+    assert drawn[0] == BT + 8 and sorted(drawn) == sorted(region)
+    assert drawn[1:] == sorted(drawn[1:], key=lambda b: (b % 16 != 0, b))

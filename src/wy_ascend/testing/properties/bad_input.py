@@ -104,7 +104,8 @@ def _other_size(size: int, at: int) -> int:
 
 def _other_shape(shape: tuple[int, ...], at: int, same_ndim: bool = True) -> tuple[int, ...]:
     """A shape other than ``shape``: any nonempty set of its sizes changed (``_other_size``), or, unless
-    ``same_ndim``, any other number of dims (0 to ndim + 2)."""
+    ``same_ndim``, any other number of dims (0 to ndim + 2: fewer keep its first dims, more add dims of
+    one size, 1, 2 or 3)."""
     n = len(shape)
     if not same_ndim:
         ndim, at = _pick(at, [n, *(d for d in range(n + 3) if d != n)])
