@@ -79,3 +79,28 @@ def test_a_nan_leaking_to_any_element_outside_the_block_is_caught(where, monkeyp
     monkeypatch.setattr(containment, "run_ops", leaky)
     with pytest.raises(PropertyFailure, match="reached other outputs"):
         check_containment(case)
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 11), data=st.data())
+def test_a_poisoned_block_whose_u_is_not_all_nan_is_refused(seed: int, data: st.DataObject, monkeypatch) -> None:
+    """The property's self-check: ops whose poisoned run leaves any one element of the block's u clean (the
+    NaN never reached it there: an input ignored, a NaN zeroed) fail it by name, though nothing leaks out."""
+    import wy_ascend.testing.properties.containment as containment
+
+    case = Case(B=2, T=40, BT=16, H=2, HV=4, K=8, V=8, use_g=True, seed=seed, backend="cpu")
+    b, t0, t1, hk = poisoned_block(case)
+    token = data.draw(st.integers(t0, t1 - 1))
+    head = data.draw(st.integers(2 * hk, 2 * hk + 1))  # the key head's HV/H = 2 value heads
+    column = data.draw(st.integers(0, case.V - 1))
+
+    def sealed(case: Case, inputs) -> dict:  # noqa: ANN001
+        out = _local_ops(case, inputs)
+        out["u"] = out["u"].clone()
+        out["u"][b, token, head, column] = 0.0
+        return out
+
+    monkeypatch.setattr(containment, "run_ops", sealed)
+    with pytest.raises(PropertyFailure, match=r"the poisoned block's u is not all NaN"):
+        check_containment(case)
