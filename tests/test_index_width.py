@@ -8,6 +8,8 @@ import os
 
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
     pytest.skip("audits the interpreter (the cpu backend)", allow_module_level=True)
@@ -19,6 +21,7 @@ from wy_ascend import backends  # noqa: E402
 from wy_ascend.testing.case import Case  # noqa: E402
 from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
 from wy_ascend.testing.index_audit import (  # noqa: E402
+    MAX_AUDITED_LOOP,
     IndexWrapError,
     index_audit,
     virtual_allocations,
@@ -150,16 +153,30 @@ def test_a_block_pointer_offset_that_wraps_or_truncates_is_caught(how: str) -> N
 
 
 @triton.jit
-def _long_loop(x, n):
-    for i in tl.range(0, n):
+def _long_loop(x, n, START: tl.constexpr, STEP: tl.constexpr):
+    for i in tl.range(START, n, STEP):
         tl.store(x + i, 1.0)
 
 
-def test_the_audit_refuses_a_loop_too_long_to_run() -> None:
-    """A loop that does not start at the program id runs whole; past MAX_AUDITED_LOOP it would run for hours."""
-    with pytest.raises(Exception) as caught, index_audit():
-        _long_loop[(1,)](torch.zeros(8192), 8192)
-    assert "too long to audit" in repr(caught.value)
+@settings(max_examples=12, derandomize=True, database=None, deadline=None)
+@given(start=st.integers(0, 5), step=st.integers(1, 3),
+       count=st.integers(MAX_AUDITED_LOOP - 2, MAX_AUDITED_LOOP + 2) | st.integers(0, 2 * MAX_AUDITED_LOOP))
+@example(start=0, step=1, count=MAX_AUDITED_LOOP)
+@example(start=0, step=1, count=MAX_AUDITED_LOOP + 1)
+def test_the_audit_runs_a_loop_up_to_its_limit_and_refuses_a_longer_one(start: int, step: int, count: int) -> None:
+    """A loop that does not start at the program id runs whole up to MAX_AUDITED_LOOP iterations (counted, not
+    its end bound); one more is refused by its count, before it runs (past the limit it would run for hours)."""
+    n = start + count * step
+    x = torch.zeros(n + 1)
+    if count > MAX_AUDITED_LOOP:
+        with pytest.raises(Exception, match=f"a tl.range loop of {count} iterations .*too long to audit"), \
+                index_audit():
+            _long_loop[(1,)](x, n, START=start, STEP=step)
+        assert not x.any()
+        return
+    with index_audit() as audit:
+        _long_loop[(1,)](x, n, START=start, STEP=step)
+    assert x.nonzero().reshape(-1).tolist() == list(range(start, n, step)) and audit.accesses == count
 
 
 def test_virtual_allocations_replace_only_large_plain_cpu_tensors() -> None:
