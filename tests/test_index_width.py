@@ -153,6 +153,32 @@ def test_a_block_pointer_offset_that_wraps_or_truncates_is_caught(how: str) -> N
 
 
 @triton.jit
+def _block_reach(x, y, S0, S1, O0, O1, B0: tl.constexpr, B1: tl.constexpr):
+    """y[0] = the sum of x's [B0, B1] block at offsets (O0, O1), strides (S0, S1): int32 offsets and strides,
+    the block's farthest element (O0 + B0 - 1) * S0 + (O1 + B1 - 1) * S1 in the block pointer's int64."""
+    p = tl.make_block_ptr(x, (O0 + B0, O1 + B1), (S0, S1), (O0, O1), (B0, B1), (1, 0))
+    tl.store(y, tl.sum(tl.load(p)))
+
+
+@settings(max_examples=15, derandomize=True, database=None, deadline=None)
+@given(offsets=st.tuples(st.integers(0, 2**16 - 1), st.integers(0, 2**16 - 1)),
+       strides=st.tuples(st.integers(1, 2**16), st.integers(1, 2**16)),
+       block=st.tuples(st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([1, 2, 4, 8, 16])))
+@example(offsets=(2**15, 2**15), strides=(2**16, 3), block=(1, 16))  # the reach alone passes 2**31
+@example(offsets=(2**16 - 1, 0), strides=(2**16, 2**16), block=(16, 16))  # and 2**32
+def test_a_block_pointers_reach_is_its_exact_farthest_element(offsets: tuple[int, int], strides: tuple[int, int],
+                                                               block: tuple[int, int]) -> None:
+    """max_offset of a launch through one block pointer is its reach, sum((offset + size - 1) * stride), exact in
+    int64 where it passes 2**31 (none of its int32 parts wraps: no error); the element there is the one loaded."""
+    reach = sum((o + n - 1) * st_ for o, n, st_ in zip(offsets, block, strides))
+    x, y = virtual_empty((reach + 1,), torch.int8), torch.zeros(1, dtype=torch.int32)
+    x[reach] = 1  # the block's one element there, all the others zeros
+    with index_audit() as audit:
+        _block_reach[(1,)](x, y, *strides, *offsets, B0=block[0], B1=block[1])
+    assert audit.max_offset == reach and y.item() == 1
+
+
+@triton.jit
 def _long_loop(x, n, START: tl.constexpr, STEP: tl.constexpr):
     for i in tl.range(START, n, STEP):
         tl.store(x + i, 1.0)
