@@ -397,7 +397,7 @@ def packed_layouts(draw: st.DrawFn) -> tuple[list[int], int, int]:
 def test_cu_seqlens_in_any_integer_form_gives_the_int64_answer(layout, form, gated):
     """The oracle takes cu_seqlens as any integer tensor (or a list) and counts chunks on the host in int64:
     every narrower dtype, a Python list and a strided view give the int64 tensor's A, w, u and gradients
-    bit for bit (kept narrow, int8's length + BT - 1 overflows, and torch's repeat_interleave refuses uint8)."""
+    bit for bit (kept as given, torch's repeat_interleave refuses 8- and 16-bit chunk counts)."""
     cu, T, BT = layout
     k, v, beta, g, dw, du, _ = make_inputs(5, 1, T, 1, 2, 4, 3, cu, BT, gated)
     as_int64 = torch.tensor(cu, dtype=torch.int64)
