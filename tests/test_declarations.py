@@ -177,6 +177,33 @@ def test_the_adapter_calls_a_subject_in_its_own_conventions() -> None:
     assert torch.equal(seen["chunks"], prepare(x.cu_seqlens, 16))
 
 
+# what a canonical call may pass as beta or g (bad_input passes malformed ones): a tensor of any rank, or no tensor
+GATE_ARGS = st.one_of(
+    st.lists(st.integers(1, 3), min_size=0, max_size=5).map(lambda shape: torch.rand(shape)),
+    st.sampled_from([None, 0.5, "beta", [[1.0, 2.0]]]))
+
+
+@given(beta=GATE_ARGS, g=GATE_ARGS)
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+def test_a_head_major_subject_gets_only_3d_gates_transposed_and_any_other_as_given(beta: Any, g: Any) -> None:
+    """For a subject taking beta and g head-major, over every beta and g a call may pass: a 3-D tensor [B,T,HV]
+    reaches it as the [B,HV,T] view; a tensor of any other rank and a non-tensor reach it as given (the
+    adapter converts only well-formed tensors: a malformed argument is the subject's to refuse, bad_input)."""
+    seen: dict[str, Any] = {}
+
+    def forward(k: Any, v: Any, beta: Any, A: Any, *, g: Any = None, cu_seqlens: Any = None, chunk_indices: Any = None) -> None:
+        seen.update(beta=beta, g=g)
+
+    s = _subject(forward=forward, calling=Calling(gate_layout="head"), target=subjects.HOST)
+    x = Case(T=5, HV=2, BT=16).build_inputs()
+    s.ops("cpu")[0](x.k, x.v, beta, x.A, g)
+    for name, given_ in (("beta", beta), ("g", g)):
+        if isinstance(given_, torch.Tensor) and given_.dim() == 3:
+            assert torch.equal(seen[name], given_.transpose(1, 2)), name
+        else:
+            assert seen[name] is given_, name
+
+
 def test_a_large_conversion_of_the_audits_zeros_stays_virtual() -> None:
     """The index-width audit passes zeros at real sizes: the adapter's conversion (units, dtype) of such an
     argument is a virtual tensor in the argument's memory order, not GiBs written (a foreign subject's audit

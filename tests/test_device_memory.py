@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.strategies import HEAD_RATIOS
+from fuzz.strategies import HEAD_RATIOS, host_bytes_per_token
 from wy_ascend.testing.case import DTYPES, Case
 from wy_ascend.testing.device_memory import MIN_RESERVATION, Ledger, case_bytes, reserved_for
 from wy_ascend.validation import MAX_DIM, SUPPORTED_BT
@@ -374,3 +374,14 @@ def test_case_bytes_have_a_floor_and_only_the_floor_below_it(case: Case) -> None
     assert nbytes >= MIN_RESERVATION
     if 2 * 6 * 8 * _input_elements(case) <= MIN_RESERVATION:
         assert nbytes == MIN_RESERVATION
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(case=sized_cases())
+def test_a_reservation_is_the_host_bytes_the_fuzz_strategies_bound_a_case_by(case: Case) -> None:
+    """Above the floor a case reserves exactly the bytes fuzz/strategies.py bounds a large case's host memory
+    by (host_bytes_per_token per token: the same six float64 copies of the same tensors); the package cannot
+    import fuzz/, so the two restate one estimate, and a case the strategies sized to fit would otherwise
+    reserve another amount on the device than the one it was drawn for."""
+    per_token = host_bytes_per_token(case.H, case.HV, case.K, case.V, case.BT)
+    assert case_bytes(case) == max(MIN_RESERVATION, case.B * case.T * per_token)

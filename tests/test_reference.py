@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.reference import _build_A, build_A, wy_bwd, wy_bwd_given_A, wy_fwd
 
@@ -379,3 +381,32 @@ def test_a_small_case_is_one_slice_and_a_large_one_is_cut_within_the_bound():
     parts = _slices(layout(C, BT), HV, width)
     assert len(parts) > 1 and all(p.idx.shape[0] * HV * BT * width * 8 <= SLICE_BYTES for p in parts)
     assert torch.cat([p.idx for p in parts]).equal(layout(C, BT).idx)
+
+
+@st.composite
+def packed_layouts(draw: st.DrawFn) -> tuple[list[int], int, int]:
+    """(cu_seqlens, T, BT): sequences of 0 to 120 tokens in all (every value fits int8), any chunk size."""
+    lens = draw(st.lists(st.integers(0, 70), min_size=1, max_size=4).filter(lambda x: sum(x) <= 120))
+    cu = [sum(lens[:i]) for i in range(len(lens) + 1)]
+    return cu, cu[-1] + draw(st.integers(0, 3)), draw(st.sampled_from([16, 32, 64, 128]))
+
+
+@given(layout=packed_layouts(), form=st.sampled_from(["uint8", "int8", "int16", "int32", "list", "strided"]),
+       gated=st.booleans())
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+def test_cu_seqlens_in_any_integer_form_gives_the_int64_answer(layout, form, gated):
+    """The oracle takes cu_seqlens as any integer tensor (or a list) and counts chunks on the host in int64:
+    every narrower dtype, a Python list and a strided view give the int64 tensor's A, w, u and gradients
+    bit for bit (kept as given, torch's repeat_interleave refuses 8- and 16-bit chunk counts)."""
+    cu, T, BT = layout
+    k, v, beta, g, dw, du, _ = make_inputs(5, 1, T, 1, 2, 4, 3, cu, BT, gated)
+    as_int64 = torch.tensor(cu, dtype=torch.int64)
+    other = {"list": cu, "strided": torch.tensor(cu, dtype=torch.int64).repeat_interleave(2)[::2]}.get(form)
+    other = other if other is not None else as_int64.to(getattr(torch, form))
+
+    def run(cu_seqlens):
+        A = build_A(k, beta, g, cu_seqlens, chunk_size=BT)
+        return [A, *wy_fwd(k, v, beta, A, g, cu_seqlens), *wy_bwd(k, v, beta, dw, du, g, cu_seqlens, chunk_size=BT)]
+
+    for name, x, y in zip(("A", "w", "u", "dk", "dv", "dbeta", "dg"), run(other), run(as_int64), strict=True):
+        assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), name
