@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...backends import resolve_backend
 from ...planning import UnsupportedProblemError
 from ...subjects import Subject
 from ..case import Case
@@ -200,5 +199,4 @@ def run_property(name: str, case: Case) -> Metrics:
     if why is not None:
         raise ValueError(f"property {name!r} does not apply to subject {case.subject!r}: {why}")
     subject_of(case).check(backend_name(case))
-    resolve_backend(backend_name(case), device_of(case))
     return PROPERTIES[name](case)
