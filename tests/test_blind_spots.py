@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.strategies import UB_CHOICES, arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
-from wy_ascend import ops, planning, validation
-from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
+from wy_ascend import backends, ops, planning, validation
+from wy_ascend.backends import BACKENDS, CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.planning import plan as real_plan
 from wy_ascend.testing import properties
@@ -219,6 +220,25 @@ def test_device_specs_carry_each_devices_limits() -> None:
     assert (specs["cuda-H200"].mode, specs["cuda-H200"].num_cores, specs["cuda-H200"].max_blocks) == ("grid", 132, None)
     knobs = device_spec("npu-910_93-A3", LaunchConfig(num_cores=7, ub_bytes=48 * 1024))
     assert (knobs.num_cores, knobs.ub_bytes) == (7, 48 * 1024)  # the user's knobs over the device's own
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(index=st.one_of(st.none(), st.integers(0, 7)), current=st.integers(0, 7),
+       sms=st.lists(st.integers(1, 200), min_size=8, max_size=8))
+def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(index: int | None, current: int,
+                                                                   sms: list[int]) -> None:
+    """The cuda backend's persistent core grid (Backend.num_cores, read where no num_cores knob is given) is
+    the SM count of the tensors' device, of the current device for an unindexed ``cuda`` as torch places
+    tensors there, over drawn indices and hosts of unlike GPUs (stand-in properties: no GPU here)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.cuda, "current_device", lambda: current)
+        mp.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(multi_processor_count=sms[i]))
+        backends._device_cores.cache_clear()
+        try:
+            cores = BACKENDS["cuda"].num_cores(torch.device("cuda", index))
+        finally:
+            backends._device_cores.cache_clear()
+    assert cores == sms[current if index is None else index]
 
 
 def test_plan_cases_cover_every_device_and_cases_it_cannot_plan() -> None:
