@@ -241,6 +241,20 @@ def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(index: int | N
     assert cores == sms[current if index is None else index]
 
 
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(case=plan_cases(), backend=st.sampled_from(["cpu", "npu", "cuda"]))
+def test_a_case_without_a_device_plans_with_the_interpreter_s_cores(case: Case, backend: str) -> None:
+    """plan_spec of a case without a device (drawn cases and knobs): a cpu case's is the spec its run plans
+    with (the cpu backend's on the interpreter's nominal cores), and an npu or cuda case plans on as many
+    cores (its num_cores knob where drawn), so plan_coverage checks the launches a cpu run makes."""
+    case = case.replace(device=None, backend=backend)
+    cpu = BACKENDS["cpu"].spec(torch.device("cpu"), case.config())
+    spec = properties.plan_spec(case)
+    assert spec.num_cores == cpu.num_cores == case.knobs.get("num_cores", DEVICES["cpu"][1])
+    if backend == "cpu":
+        assert spec == cpu
+
+
 def test_plan_cases_cover_every_device_and_cases_it_cannot_plan() -> None:
     drawn = draw_many(plan_cases(), 300)
     assert set(DEVICES) <= {c.device for c in drawn}
