@@ -296,6 +296,29 @@ def test_cuda_plans_keep_a_long_chunk_axis_in_one_launch_on_x() -> None:
     assert spec.max_grid == CUDA_MAX_GRID and 70000 > spec.max_grid[1]
 
 
+@settings(max_examples=80, derandomize=True, database=None, deadline=None)
+@given(NT=st.integers(1, 12), BH=st.integers(1, 6), limit=st.tuples(st.integers(1, 12), st.integers(1, 6)))
+def test_plan_coverage_fails_a_grid_past_either_axis_limit(NT: int, BH: int, limit: tuple[int, int]) -> None:
+    """plan_coverage holds each axis of a grid launch to its own limit: over drawn task rectangles and
+    per-axis limits, a planner blind to the limits (one NT x BH launch) fails exactly where NT or BH
+    exceeds its axis's limit, and passes otherwise."""
+    case = Case(B=1, T=16 * NT, H=BH, HV=BH, BT=16, device="cuda-H200")
+    limited = dataclasses.replace(properties.plan_spec(case), max_grid=limit)
+
+    def blind(kernel: str, **kw: Any) -> Any:
+        return real_plan(kernel, **{**kw, "spec": dataclasses.replace(kw["spec"], max_grid=CUDA_MAX_GRID)})
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan_coverage, "plan_spec", lambda c: limited)
+        mp.setattr(plan_coverage, "plan", blind)
+        assert blind("fwd", NT=NT, BH=BH, BT=16, K=16, V=16, spec=limited).launches[0].grid == (NT, BH)
+        if NT > limit[0] or BH > limit[1]:
+            with pytest.raises(PropertyFailure, match=rf"grid \({NT}, {BH}\) exceeds the per-axis limit"):
+                check_plan_coverage(case)
+        else:
+            check_plan_coverage(case)
+
+
 # ----------------------------------------------------------------------------- corruption positions
 
 
