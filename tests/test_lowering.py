@@ -18,6 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs triton-ascend")
 
@@ -25,7 +27,7 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
 from wy_ascend.backends import BACKENDS, LaunchConfig, device_spec  # noqa: E402
-from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
+from wy_ascend.planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, ub_tile  # noqa: E402
 
 UB = BACKENDS["npu"].ub_bytes
 STRUCTURAL = ("kernel", "BT", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "PERSISTENT", "dtype")
@@ -79,6 +81,46 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
         tiles = {ub_tile(s.BT, d, kernel, UB, 128) for s in ks for d in dims}
         assert values(ks, "BK") | values(ks, "BV") == tiles
     assert all(s.footprint <= UB * UB_SAFETY_MARGIN for s in specs)
+
+
+def _planned_tiles(spec: DeviceSpec, kernel: str, BT: int, dims: list[int]) -> set[int]:
+    """The tiles BK and BV the planner picks on ``spec`` for K = V = each of ``dims`` and for each
+    neighbouring (K, V) pair of them (none where it refuses BT)."""
+    tiles: set[int] = set()
+    for K, V in [(d, d) for d in dims] + list(zip(dims, dims[1:])):
+        try:
+            p = plan(kernel, NT=1, BH=1, BT=BT, K=K, V=V, spec=spec)
+        except UnsupportedProblemError:
+            continue
+        tiles |= {p.BK, p.BV}
+    return tiles
+
+
+@st.composite
+def _planner_specs(draw: st.DrawFn) -> DeviceSpec:
+    """Device specs the planner may tile for: a power-of-two cap, a narrower min_tile and backward cap,
+    any unified buffer or none, shared narrow tiles or not."""
+    cap = 1 << draw(st.integers(MIN_TILE.bit_length() - 1, 10))
+    below = st.integers(MIN_TILE.bit_length() - 1, cap.bit_length() - 1).map(lambda n: 1 << n)
+    return DeviceSpec("drawn", "grid", (1, 1), None, 1, draw(st.none() | st.integers(8 * 1024, 512 * 1024)),
+                      tile_cap=cap, min_tile=draw(below), bwd_tile_cap=draw(st.none() | below),
+                      narrow_tiles=draw(st.booleans()))
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(spec=_planner_specs(), kernel=st.sampled_from(["fwd", "bwd"]), BT=st.sampled_from(lowering.BTS),
+       dims=st.lists(st.integers(1, 2048), min_size=1, max_size=6))
+def test_representative_dims_are_the_tiles_the_planner_can_pick(spec, kernel, BT, dims) -> None:
+    """The gate lowers the tiles the planner can pick under a tile cap, and no wider: over drawn specs,
+    representative_dims(cap) is ODD_DIMS plus every tile the planner picks for some dim under that cap
+    (K = V = each dim up to twice the cap, no UB), and holds every tile of a drawn spec with that cap
+    (a narrower min_tile or backward cap, a UB, shared narrow tiles) for drawn dims."""
+    cap = spec.tile_cap
+    dims_of_gate = set(lowering.representative_dims(cap))
+    every = _planned_tiles(DeviceSpec("widest", "grid", (1, 1), None, 1, None, tile_cap=cap), "fwd", 16,
+                           list(range(1, 2 * cap + 1)))
+    assert dims_of_gate == set(lowering.ODD_DIMS) | every
+    assert _planned_tiles(spec, kernel, BT, sorted(dims)) <= dims_of_gate
 
 
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
