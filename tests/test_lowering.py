@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,16 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
 from wy_ascend.backends import BACKENDS, LaunchConfig, device_spec  # noqa: E402
-from wy_ascend.planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, UnsupportedProblemError, plan, ub_tile  # noqa: E402
+from wy_ascend.planning import (  # noqa: E402
+    MIN_TILE,
+    UB_SAFETY_MARGIN,
+    DeviceSpec,
+    UnsupportedProblemError,
+    next_power_of_2,
+    plan,
+    shared_narrow_dim,
+    ub_tile,
+)
 
 UB = BACKENDS["npu"].ub_bytes
 STRUCTURAL = ("kernel", "BT", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "PERSISTENT", "dtype")
@@ -211,6 +221,31 @@ def test_paired_axes_appear_with_every_structural_combination(all_specs, backend
             assert values(group, "index_dtype") == set(lowering.INDEX_DTYPES)
     for group in by_combo_but_heads.values():
         assert {(s.H, s.HV) for s in group} == set(lowering.HEADS)
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None)
+@given(odd=st.sets(st.integers(1, 300), min_size=1, max_size=7), backend=st.sampled_from(["npu", "cuda"]),
+       tile_cap=st.sampled_from([None, 32, 64, 256]), ub_bytes=st.sampled_from([None, 64 * 1024]))
+def test_each_dim_is_lowered_as_k_beside_the_next_dim_as_v(odd, backend, tile_cap, ub_bytes) -> None:
+    """The module doc's (K, V) pairing, over drawn ODD_DIMS, backends, tile caps and UBs (compile-time
+    dims: no two pairs share a program): every structural combination lowers each representative dim
+    d_i as K beside d_(i + 1) mod n as V (the neighbour whose tiles its own meet), and SQUARE; any
+    further pair is a square (t, t) of a narrow tile K and V share (cuda's narrow_tiles)."""
+    config = LaunchConfig(num_cores=1, tile_cap=tile_cap, ub_bytes=ub_bytes, runtime_dims=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lowering, "ODD_DIMS", tuple(sorted(odd)))
+        specs, _ = lowering.backend_specs(backend, config)
+        spec = BACKENDS[backend].spec(torch.device("cpu"), config)
+        dims = lowering.representative_dims(spec.tile_cap)
+    neighbours = {(d, dims[(i + 1) % len(dims)]) for i, d in enumerate(dims)} | {lowering.SQUARE}
+    by_combo: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    for s in specs:
+        by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].add((s.K, s.V))
+    assert by_combo
+    for combo, pairs in by_combo.items():
+        assert neighbours <= pairs, combo
+        for K, V in pairs - neighbours:
+            assert K == V and shared_narrow_dim(K, V, spec) == K == next_power_of_2(K), (combo, K)
 
 
 def test_g_dtype_pairs_with_every_io_dtype_and_flas_triple(all_specs) -> None:
