@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.strategies import UB_CHOICES, arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
-from wy_ascend import ops, planning, validation
-from wy_ascend.backends import CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
+from wy_ascend import backends, ops, planning, validation
+from wy_ascend.backends import BACKENDS, CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
 from wy_ascend.planning import UnsupportedProblemError
 from wy_ascend.planning import plan as real_plan
 from wy_ascend.testing import properties
@@ -221,6 +222,39 @@ def test_device_specs_carry_each_devices_limits() -> None:
     assert (knobs.num_cores, knobs.ub_bytes) == (7, 48 * 1024)  # the user's knobs over the device's own
 
 
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(index=st.one_of(st.none(), st.integers(0, 7)), current=st.integers(0, 7),
+       sms=st.lists(st.integers(1, 200), min_size=8, max_size=8))
+def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(index: int | None, current: int,
+                                                                   sms: list[int]) -> None:
+    """The cuda backend's persistent core grid (Backend.num_cores, read where no num_cores knob is given) is
+    the SM count of the tensors' device, of the current device for an unindexed ``cuda`` as torch places
+    tensors there, over drawn indices and hosts of unlike GPUs (stand-in properties: no GPU here)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.cuda, "current_device", lambda: current)
+        mp.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(multi_processor_count=sms[i]))
+        backends._device_cores.cache_clear()
+        try:
+            cores = BACKENDS["cuda"].num_cores(torch.device("cuda", index))
+        finally:
+            backends._device_cores.cache_clear()
+    assert cores == sms[current if index is None else index]
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(case=plan_cases(), backend=st.sampled_from(["cpu", "npu", "cuda"]))
+def test_a_case_without_a_device_plans_with_the_interpreter_s_cores(case: Case, backend: str) -> None:
+    """plan_spec of a case without a device (drawn cases and knobs): a cpu case's is the spec its run plans
+    with (the cpu backend's on the interpreter's nominal cores), and an npu or cuda case plans on as many
+    cores (its num_cores knob where drawn), so plan_coverage checks the launches a cpu run makes."""
+    case = case.replace(device=None, backend=backend)
+    cpu = BACKENDS["cpu"].spec(torch.device("cpu"), case.config())
+    spec = properties.plan_spec(case)
+    assert spec.num_cores == cpu.num_cores == case.knobs.get("num_cores", DEVICES["cpu"][1])
+    if backend == "cpu":
+        assert spec == cpu
+
+
 def test_plan_cases_cover_every_device_and_cases_it_cannot_plan() -> None:
     drawn = draw_many(plan_cases(), 300)
     assert set(DEVICES) <= {c.device for c in drawn}
@@ -260,6 +294,29 @@ def test_cuda_plans_keep_a_long_chunk_axis_in_one_launch_on_x() -> None:
     assert metrics["fwd"]["launches"] == metrics["bwd"]["launches"] == 1
     spec = device_spec("cuda-H200", LaunchConfig())
     assert spec.max_grid == CUDA_MAX_GRID and 70000 > spec.max_grid[1]
+
+
+@settings(max_examples=80, derandomize=True, database=None, deadline=None)
+@given(NT=st.integers(1, 12), BH=st.integers(1, 6), limit=st.tuples(st.integers(1, 12), st.integers(1, 6)))
+def test_plan_coverage_fails_a_grid_past_either_axis_limit(NT: int, BH: int, limit: tuple[int, int]) -> None:
+    """plan_coverage holds each axis of a grid launch to its own limit: over drawn task rectangles and
+    per-axis limits, a planner blind to the limits (one NT x BH launch) fails exactly where NT or BH
+    exceeds its axis's limit, and passes otherwise."""
+    case = Case(B=1, T=16 * NT, H=BH, HV=BH, BT=16, device="cuda-H200")
+    limited = dataclasses.replace(properties.plan_spec(case), max_grid=limit)
+
+    def blind(kernel: str, **kw: Any) -> Any:
+        return real_plan(kernel, **{**kw, "spec": dataclasses.replace(kw["spec"], max_grid=CUDA_MAX_GRID)})
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan_coverage, "plan_spec", lambda c: limited)
+        mp.setattr(plan_coverage, "plan", blind)
+        assert blind("fwd", NT=NT, BH=BH, BT=16, K=16, V=16, spec=limited).launches[0].grid == (NT, BH)
+        if NT > limit[0] or BH > limit[1]:
+            with pytest.raises(PropertyFailure, match=rf"grid \({NT}, {BH}\) exceeds the per-axis limit"):
+                check_plan_coverage(case)
+        else:
+            check_plan_coverage(case)
 
 
 # ----------------------------------------------------------------------------- corruption positions

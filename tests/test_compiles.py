@@ -5,6 +5,7 @@ constexprs or specialized integers compiles per launch chunk, and the property s
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ if os.environ.get("WY_ASCEND_BACKEND", "cpu") != "cpu":
 
 import triton  # noqa: E402  (after conftest set TRITON_INTERPRET)
 import triton.language as tl  # noqa: E402
+from triton.runtime.autotuner import Autotuner  # noqa: E402
 
 from wy_ascend import backends  # noqa: E402
 from wy_ascend.testing.case import Case  # noqa: E402
@@ -159,6 +161,43 @@ def test_a_launch_that_bypasses_tritons_run_is_keyed_from_its_arguments() -> Non
         _offset_constexpr[(1,)](x, OFFSET=3, BLOCK=BLOCK)
     assert len(launches) == 2 and launches[0] == launches[1]
     assert dict(launches[0].specialization)["OFFSET"] == "=3"
+
+
+def _wrapped(kernel: object, kinds: list[str]) -> object:
+    """``kernel`` inside Triton's launch wrappers, innermost first: a heuristics (triton.heuristics) or an
+    autotuner (the real class; its constructor needs an active driver, which the interpreter lacks: given
+    the ``fn`` and ``arg_names`` it sets)."""
+    for kind in kinds:
+        if kind == "heuristics":
+            kernel = triton.heuristics({})(kernel)
+        else:
+            tuner = Autotuner.__new__(Autotuner)
+            tuner.fn, tuner.arg_names = kernel, kernel.arg_names  # type: ignore[attr-defined]
+            kernel = tuner
+    return kernel
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(kinds=st.lists(st.sampled_from(["heuristics", "autotuner"]), max_size=4), offset=st.integers(0, 7))
+def test_record_launch_keys_a_wrapped_kernel_as_the_jit_function_inside(kinds: list[str], offset: int) -> None:
+    """ops.py hands record_launch what kernel_for returns, on cuda an autotuner or heuristics around the
+    jit function: over drawn stacks of wrappers it unwraps each (``.fn``) and records the same launch as
+    the bare jit function's (a loop that never unwraps spins: an alarm ends it)."""
+    def spun(signum: int, frame: object) -> None:
+        raise TimeoutError(f"record_launch did not reach the jit function inside {kinds}")
+
+    x = torch.zeros(BLOCK)
+    previous = signal.signal(signal.SIGALRM, spun)
+    signal.alarm(2)
+    try:
+        with recorded_launches() as launches:
+            record_launch(_wrapped(_offset_constexpr, kinds), {"x": x, "OFFSET": offset, "BLOCK": BLOCK})
+            record_launch(_offset_constexpr, {"x": x, "OFFSET": offset, "BLOCK": BLOCK})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(launches) == 2 and launches[0] == launches[1]
+    assert launches[0].kernel.endswith("._offset_constexpr")
 
 
 def test_a_launch_is_keyed_from_upstream_triton_s_per_device_binder(monkeypatch) -> None:

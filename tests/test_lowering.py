@@ -18,6 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("triton.backends.ascend", reason="the lowering gate needs triton-ascend")
 
@@ -25,7 +28,16 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 
 from wy_ascend import lowering  # noqa: E402
 from wy_ascend.backends import BACKENDS, LaunchConfig, device_spec  # noqa: E402
-from wy_ascend.planning import UB_SAFETY_MARGIN, ub_tile  # noqa: E402
+from wy_ascend.planning import (  # noqa: E402
+    MIN_TILE,
+    UB_SAFETY_MARGIN,
+    DeviceSpec,
+    UnsupportedProblemError,
+    next_power_of_2,
+    plan,
+    shared_narrow_dim,
+    ub_tile,
+)
 
 UB = BACKENDS["npu"].ub_bytes
 STRUCTURAL = ("kernel", "BT", "USE_G", "IS_VARLEN", "GATE_HEAD_MAJOR", "PERSISTENT", "dtype")
@@ -79,6 +91,46 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
         tiles = {ub_tile(s.BT, d, kernel, UB, 128) for s in ks for d in dims}
         assert values(ks, "BK") | values(ks, "BV") == tiles
     assert all(s.footprint <= UB * UB_SAFETY_MARGIN for s in specs)
+
+
+def _planned_tiles(spec: DeviceSpec, kernel: str, BT: int, dims: list[int]) -> set[int]:
+    """The tiles BK and BV the planner picks on ``spec`` for K = V = each of ``dims`` and for each
+    neighbouring (K, V) pair of them (none where it refuses BT)."""
+    tiles: set[int] = set()
+    for K, V in [(d, d) for d in dims] + list(zip(dims, dims[1:])):
+        try:
+            p = plan(kernel, NT=1, BH=1, BT=BT, K=K, V=V, spec=spec)
+        except UnsupportedProblemError:
+            continue
+        tiles |= {p.BK, p.BV}
+    return tiles
+
+
+@st.composite
+def _planner_specs(draw: st.DrawFn) -> DeviceSpec:
+    """Device specs the planner may tile for: a power-of-two cap, a narrower min_tile and backward cap,
+    any unified buffer or none, shared narrow tiles or not."""
+    cap = 1 << draw(st.integers(MIN_TILE.bit_length() - 1, 10))
+    below = st.integers(MIN_TILE.bit_length() - 1, cap.bit_length() - 1).map(lambda n: 1 << n)
+    return DeviceSpec("drawn", "grid", (1, 1), None, 1, draw(st.none() | st.integers(8 * 1024, 512 * 1024)),
+                      tile_cap=cap, min_tile=draw(below), bwd_tile_cap=draw(st.none() | below),
+                      narrow_tiles=draw(st.booleans()))
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(spec=_planner_specs(), kernel=st.sampled_from(["fwd", "bwd"]), BT=st.sampled_from(lowering.BTS),
+       dims=st.lists(st.integers(1, 2048), min_size=1, max_size=6))
+def test_representative_dims_are_the_tiles_the_planner_can_pick(spec, kernel, BT, dims) -> None:
+    """The gate lowers the tiles the planner can pick under a tile cap, and no wider: over drawn specs,
+    representative_dims(cap) is ODD_DIMS plus every tile the planner picks for some dim under that cap
+    (K = V = each dim up to twice the cap, no UB), and holds every tile of a drawn spec with that cap
+    (a narrower min_tile or backward cap, a UB, shared narrow tiles) for drawn dims."""
+    cap = spec.tile_cap
+    dims_of_gate = set(lowering.representative_dims(cap))
+    every = _planned_tiles(DeviceSpec("widest", "grid", (1, 1), None, 1, None, tile_cap=cap), "fwd", 16,
+                           list(range(1, 2 * cap + 1)))
+    assert dims_of_gate == set(lowering.ODD_DIMS) | every
+    assert _planned_tiles(spec, kernel, BT, sorted(dims)) <= dims_of_gate
 
 
 def test_cuda_enumeration_covers_the_cuda_flags(cuda_specs) -> None:
@@ -169,6 +221,31 @@ def test_paired_axes_appear_with_every_structural_combination(all_specs, backend
             assert values(group, "index_dtype") == set(lowering.INDEX_DTYPES)
     for group in by_combo_but_heads.values():
         assert {(s.H, s.HV) for s in group} == set(lowering.HEADS)
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None)
+@given(odd=st.sets(st.integers(1, 300), min_size=1, max_size=7), backend=st.sampled_from(["npu", "cuda"]),
+       tile_cap=st.sampled_from([None, 32, 64, 256]), ub_bytes=st.sampled_from([None, 64 * 1024]))
+def test_each_dim_is_lowered_as_k_beside_the_next_dim_as_v(odd, backend, tile_cap, ub_bytes) -> None:
+    """The module doc's (K, V) pairing, over drawn ODD_DIMS, backends, tile caps and UBs (compile-time
+    dims: no two pairs share a program): every structural combination lowers each representative dim
+    d_i as K beside d_(i + 1) mod n as V (the neighbour whose tiles its own meet), and SQUARE; any
+    further pair is a square (t, t) of a narrow tile K and V share (cuda's narrow_tiles)."""
+    config = LaunchConfig(num_cores=1, tile_cap=tile_cap, ub_bytes=ub_bytes, runtime_dims=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lowering, "ODD_DIMS", tuple(sorted(odd)))
+        specs, _ = lowering.backend_specs(backend, config)
+        spec = BACKENDS[backend].spec(torch.device("cpu"), config)
+        dims = lowering.representative_dims(spec.tile_cap)
+    neighbours = {(d, dims[(i + 1) % len(dims)]) for i, d in enumerate(dims)} | {lowering.SQUARE}
+    by_combo: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    for s in specs:
+        by_combo[tuple(getattr(s, f) for f in STRUCTURAL)].add((s.K, s.V))
+    assert by_combo
+    for combo, pairs in by_combo.items():
+        assert neighbours <= pairs, combo
+        for K, V in pairs - neighbours:
+            assert K == V and shared_narrow_dim(K, V, spec) == K == next_power_of_2(K), (combo, K)
 
 
 def test_g_dtype_pairs_with_every_io_dtype_and_flas_triple(all_specs) -> None:

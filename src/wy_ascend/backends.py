@@ -302,14 +302,16 @@ def _emulation_default() -> bool:
 
 @cache
 def _device_cores(name: str, device_type: str, index: int | None) -> int:
-    """Cube cores (npu), SMs (cuda) or the interpreter's nominal count (cpu)."""
+    """Cube cores (npu), SMs (cuda) or the interpreter's nominal count (cpu) of device ``index``, the
+    current device where None (torch's meaning of an unindexed device)."""
     if name == "npu":
         import triton.runtime.driver as driver
 
         idx = index if index is not None else torch.npu.current_device()  # type: ignore[attr-defined]
         return int(driver.active.utils.get_device_properties(idx)["num_aicore"])
     if device_type == "cuda":
-        return int(torch.cuda.get_device_properties(index if index is not None else 0).multi_processor_count)
+        idx = index if index is not None else torch.cuda.current_device()
+        return int(torch.cuda.get_device_properties(idx).multi_processor_count)
     return CPU_INTERPRETER_CORES
 
 

@@ -144,7 +144,7 @@ class Case:
     chunk_indices: bool = False
     # Memory layout of op arguments (MEMORY_ARGS name -> MEMORY_LAYOUTS entry); absent: contiguous.
     memory: dict[str, str] = field(default_factory=dict)
-    # plan_coverage only: the device (backends.DEVICES) whose spec is planned; None: the backend's, 4 cores.
+    # plan_coverage only: the device (backends.DEVICES) whose spec is planned; None: the backend's, on CPU_INTERPRETER_CORES.
     device: str | None = None
     # beta's and g's dtypes where they differ from k's (None: k's). The ops take any float dtype for
     # each and return dbeta and dg in it; flash-linear-attention calls with g in float32 and k, beta in

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ... import subjects
-from ...backends import BACKENDS, Backend, LaunchConfig, _given, check_available, device_spec
+from ...backends import BACKENDS, CPU_INTERPRETER_CORES, Backend, LaunchConfig, _given, check_available, device_spec
 from ...ops import observed
 from ...planning import MIN_TILE, UB_SAFETY_MARGIN, DeviceSpec, batch_heads
 from ...subjects import Subject
@@ -72,11 +72,13 @@ def plannable(kernel: str, BT: int, ub_bytes: int | None) -> bool:
 
 
 def plan_spec(case: Case) -> DeviceSpec:
-    """The spec a case plans with: its device's (``Case.device``) or its backend's with 4 cores,
-    under the case's knobs (no device is queried)."""
+    """The spec a case plans with: its device's (``Case.device``) or its backend's with the
+    interpreter's cores (CPU_INTERPRETER_CORES: what a cpu run plans with), under the case's knobs
+    (no device is queried)."""
     if case.device is not None:
         return device_spec(case.device, case.config())
-    return BACKENDS[backend_name(case)].spec(torch.device("cpu"), case.config(num_cores=case.knobs.get("num_cores") or 4))
+    cores = case.knobs.get("num_cores") or CPU_INTERPRETER_CORES
+    return BACKENDS[backend_name(case)].spec(torch.device("cpu"), case.config(num_cores=cores))
 
 
 def supported(case: Case) -> bool:
