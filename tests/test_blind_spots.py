@@ -223,22 +223,23 @@ def test_device_specs_carry_each_devices_limits() -> None:
 
 
 @settings(max_examples=40, derandomize=True, database=None, deadline=None)
-@given(index=st.one_of(st.none(), st.integers(0, 7)), current=st.integers(0, 7),
+@given(calls=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.integers(0, 7)), min_size=1, max_size=6),
        sms=st.lists(st.integers(1, 200), min_size=8, max_size=8))
-def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(index: int | None, current: int,
+def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(calls: list[tuple[int | None, int]],
                                                                    sms: list[int]) -> None:
     """The cuda backend's persistent core grid (Backend.num_cores, read where no num_cores knob is given) is
     the SM count of the tensors' device, of the current device for an unindexed ``cuda`` as torch places
-    tensors there, over drawn indices and hosts of unlike GPUs (stand-in properties: no GPU here)."""
+    tensors there, over drawn sequences of (index, current device) calls, on hosts of unlike GPUs: the
+    per-device memo never answers for another device (stand-in properties: no GPU here)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(torch.cuda, "current_device", lambda: current)
         mp.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(multi_processor_count=sms[i]))
         backends._device_cores.cache_clear()
         try:
-            cores = BACKENDS["cuda"].num_cores(torch.device("cuda", index))
+            for index, current in calls:
+                mp.setattr(torch.cuda, "current_device", lambda current=current: current)
+                assert BACKENDS["cuda"].num_cores(torch.device("cuda", index)) == sms[current if index is None else index]
         finally:
             backends._device_cores.cache_clear()
-    assert cores == sms[current if index is None else index]
 
 
 @settings(max_examples=60, derandomize=True, database=None, deadline=None)

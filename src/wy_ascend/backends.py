@@ -168,8 +168,14 @@ class Backend:
         return torch.device(self.device_type)
 
     def num_cores(self, device: torch.device) -> int:
-        """Persistent core-grid size of ``device`` (read once per device)."""
-        return _device_cores(self.name, self.device_type, device.index)
+        """Persistent core-grid size of ``device`` (read once per device; an unindexed npu or cuda device is
+        the current one, torch's meaning, resolved on each call so a later change of device is seen)."""
+        index = device.index
+        if index is None and self.name == "npu":
+            index = torch.npu.current_device()  # type: ignore[attr-defined]
+        elif index is None and self.device_type == "cuda":
+            index = torch.cuda.current_device()
+        return _device_cores(self.name, self.device_type, index)
 
     def spec(self, device: torch.device, config: LaunchConfig) -> DeviceSpec:
         """The planner's view of this backend on ``device`` with ``config``'s overrides."""
@@ -302,16 +308,13 @@ def _emulation_default() -> bool:
 
 @cache
 def _device_cores(name: str, device_type: str, index: int | None) -> int:
-    """Cube cores (npu), SMs (cuda) or the interpreter's nominal count (cpu) of device ``index``, the
-    current device where None (torch's meaning of an unindexed device)."""
+    """Cube cores (npu), SMs (cuda) of device ``index``, or the interpreter's nominal count (cpu)."""
     if name == "npu":
         import triton.runtime.driver as driver
 
-        idx = index if index is not None else torch.npu.current_device()  # type: ignore[attr-defined]
-        return int(driver.active.utils.get_device_properties(idx)["num_aicore"])
+        return int(driver.active.utils.get_device_properties(index)["num_aicore"])
     if device_type == "cuda":
-        idx = index if index is not None else torch.cuda.current_device()
-        return int(torch.cuda.get_device_properties(idx).multi_processor_count)
+        return int(torch.cuda.get_device_properties(index).multi_processor_count)
     return CPU_INTERPRETER_CORES
 
 
