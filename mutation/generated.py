@@ -91,8 +91,9 @@ command is skipped; a statement run outside any test: all of them). Its module d
 
 Verdicts: ``killed`` (a command failed: pytest exit 1 or 2, or it crashed with a signal other
 than SIGKILL), ``survived`` (both commands passed), ``timeout`` (no verdict within
-``--timeout`` s for both commands; counted as killed when the baseline took less than the
-timeout, as CI would time out too), ``invalid`` (the mutated package does not import; not
+``--timeout`` s for both commands, or with ``--select`` within 3x the selected tests' baseline seconds
+plus a start allowance a command, if less: ``Runner.time_limit``; counted as killed when the baseline
+took less than the timeout, as CI would time out too), ``invalid`` (the mutated package does not import; not
 counted), ``error`` (anything else: the guard, SIGKILL, a usage error, or a kill whose first failing
 test fails alone on the unmutated tree, an order-dependent test that the killers-first order would credit
 with every mutant: ``Runner.passes_alone``; not counted, rerun on resume). A kill whose first failing test
@@ -163,6 +164,9 @@ DEFAULT_EQUIVALENT = "mutation/equivalent.json"
 CI_COMMANDS: tuple[tuple[str, ...], ...] = (("tests/",), ("fuzz/", "--profile", "ci"))
 # The recorded baseline's seconds per test, kept beside the coverage maps: how the next recording weighs its parts.
 DURATIONS_FILE = "durations.json"
+# Seconds a selected pytest command takes beyond its tests (interpreter, imports, collection) in a mutant's
+# time limit (Runner.time_limit): a generous allowance, so a limit is reached by a hang, not by a slow start.
+STARTUP_S = 60
 PYTEST_FLAGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "_wy_mutant_guard", "-p", "_wy_gen_plugin")
 # The tree copied for a run: everything CI reads, less version control, caches and outputs.
 SNAPSHOT_IGNORE = (".git", ".nox", ".venv", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache",
@@ -963,6 +967,17 @@ class Runner:
         plugin's import-everything-first (a fresh process imports only what the test does)."""
         return self._one_command([test, *self.commands[command_index][1:]], {**env, "WY_GEN_IMPORT_ALL": "0"}, tmp, None)
 
+    def time_limit(self, chosen: list[list[str] | None], timeout: float | None) -> float | None:
+        """A mutant's time limit: the run's ``timeout``, or, where each command it runs runs a selection
+        (``tests_for``), 3x those tests' baseline seconds plus STARTUP_S a command, plus 120, if less: a hang
+        on a mutant that a few tests execute then costs minutes, not 3x the whole baseline."""
+        if timeout is None or any(ids is None for ids in chosen):
+            return timeout
+        durations = self.order["durations"]
+        seconds = sum(STARTUP_S + sum(s for node, s in durations.items() if node in keep or node.split("::")[0] in keep)
+                      for keep in (set(ids) for ids in chosen if ids))
+        return min(timeout, 3 * seconds + 120)
+
     def tests_for(self, mutant: Mutant) -> list[list[str] | None]:
         """Per command: the tests to run on ``mutant`` (None: all of them), from ``maps`` (--select)."""
         if self.maps is None:
@@ -976,6 +991,7 @@ class Runner:
         (``passes_alone``) is no verdict. ``record`` (the baseline): under coverage (``_record``), setting ``maps``."""
         start = time.monotonic()
         chosen = self.tests_for(mutant) if mutant is not None else [None] * len(self.commands)
+        timeout = self.time_limit(chosen, timeout)
         with self._workspace(mutant) as (tmp, env):
             order = self._order_file(tmp, mutant.site.file if mutant else None)
             if order is not None:

@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from mutation import generated as gm
 from mutation import mutants as hand
@@ -555,3 +557,37 @@ def test_a_recording_splits_each_command_into_balanced_parts_over_all_its_test_f
         assert w == pytest.approx(sum(weight[f] for f in cmd[:-2]))
     # longest first into the lightest part: no part beyond an even share plus the heaviest file
     assert max(w for _, w in parts) <= sum(weight.values()) / jobs + max(weight.values())
+
+
+_NODES = [f"tests/test_{m}.py::test_{t}" for m in "ab" for t in "xyz"] + [f"fuzz/test_{t}.py::test_{t}" for t in "pq"]
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(durations=st.dictionaries(st.sampled_from(_NODES), st.floats(0, 500)),
+       picks=st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_NODES + ["tests/test_a.py"]), max_size=4)),
+                      min_size=2, max_size=2),
+       more=st.lists(st.sampled_from(_NODES), max_size=3), timeout=st.one_of(st.none(), st.floats(1, 5000)))
+@example(durations={_NODES[0]: 100.0, _NODES[1]: 50.0, _NODES[6]: 7.0}, picks=[["tests/test_a.py"], [_NODES[6]]],
+         more=[_NODES[3]], timeout=3000.0)  # a whole module selected: each of its nodes counts
+def test_a_mutants_time_limit_covers_three_times_its_selected_tests_and_never_passes_the_runs(
+        tmp_path_factory: pytest.TempPathFactory, durations: dict[str, float], picks: list[list[str] | None],
+        more: list[str], timeout: float | None) -> None:
+    """Runner.time_limit over drawn baseline durations, selections (a command whole, none of its tests, some
+    nodes or a whole module) and run timeouts: never past the run's timeout (None stays None), the run's own
+    wherever a command runs whole, else 3x the selected tests' baseline seconds and a start allowance a command
+    run, plus 120, up to it (a mutant that runs them at the baseline's speed is never cut), and never less for a
+    larger selection."""
+    tmp = tmp_path_factory.mktemp("limit")
+    (tmp / "src" / "wy_ascend").mkdir(parents=True)
+    (tmp / "regressions").mkdir()
+    runner = gm.Runner(tmp, gm.parse_args(["--generated", "1", "--worktree", "--select"]))
+    runner.order["durations"] = durations
+    limit = runner.time_limit(picks, timeout)
+    if timeout is None or any(p is None for p in picks):
+        assert limit == timeout
+        return
+    run = [p for p in picks if p]
+    selected = sum(s for p in run for n, s in durations.items() if any(n == k or n.split("::")[0] == k for k in p))
+    assert limit == min(timeout, 3 * (selected + gm.STARTUP_S * len(run)) + 120)
+    wider = [p + more if p else p for p in picks]
+    assert runner.time_limit(wider, timeout) >= limit
