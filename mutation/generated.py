@@ -1628,13 +1628,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "coverage recorded once per tree with the baseline, cached in .mutants-coverage/)")
     p.add_argument("--no-reorder", action="store_true", help="run the tests in pytest's order")
     p.add_argument("--dry-run", action="store_true", help="print the sample and its diffs; run nothing")
+    p.add_argument("--blind-spots", action="store_true",
+                   help="list the statements inside functions that no test executes (the coverage map of --select, "
+                        "recorded first if this tree has none); run no mutant")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command's pytest output")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
-    modes = [m for m, v in (("--generated", args.generated), ("--recheck", args.recheck), ("--merge", args.merge))
-             if v is not None]
+    modes = [m for m, v in (("--generated", args.generated), ("--recheck", args.recheck), ("--merge", args.merge),
+                            ("--blind-spots", args.blind_spots or None)) if v is not None]
     if len(modes) != 1:
-        p.error("give one of --generated N, --recheck REPORT and --merge REPORT [REPORT ...]"
+        p.error("give one of --generated N, --recheck REPORT, --merge REPORT [REPORT ...] and --blind-spots"
                 + (f" (not {' and '.join(modes)} together)" if modes else ""))
     if args.shard is not None:
         try:
@@ -1731,10 +1734,50 @@ def _result(m: Mutant, verdict: str, fp: str, src_fp: str, outcome: Outcome | No
     return r
 
 
+def save_map(path: Path, maps: list[dict[str, dict[str, list[str]]]], durations: dict[str, float]) -> None:
+    """Cache a tree's coverage map at ``path`` and the baseline's test durations beside it."""
+    _atomic_write(path, json.dumps(maps))
+    _atomic_write(path.parent / DURATIONS_FILE, json.dumps(durations))
+    print(f"coverage map recorded: {path}", flush=True)
+
+
+def blind_main(args: argparse.Namespace) -> int:
+    """--blind-spots: the statements inside functions that no test executes (``selection.blind_spots``), from
+    the tree's cached coverage map, recorded first where there is none (as ``--select``'s baseline does)."""
+    with tempfile.TemporaryDirectory(prefix="wy-gen-snapshot-") as snap_name:
+        snapshot = snapshot_tree(Path(snap_name), args.rev)
+        sources = read_sources(snapshot / "src" / PACKAGE_NAME)
+        share_environment(snapshot)
+        runner = Runner(snapshot, args)
+        path = selection.cache_path(ROOT, fingerprint(snapshot), [runner.command_line(c) for c in runner.commands])
+        if path.is_file():
+            maps = json.loads(path.read_text())
+            print(f"coverage map of this tree: {path}", flush=True)
+        else:
+            print("recording the coverage map (the unmutated suite under coverage)", flush=True)
+            out = runner.run(None, None, record=True)
+            if out.verdict != "survived" or runner.maps is None:
+                print(f"the unmutated suite must pass to be mapped: {out.verdict} {out.detail}", file=sys.stderr)
+                return 2
+            maps = runner.maps
+            save_map(path, maps, out.durations)
+    spots = selection.blind_spots(maps, sources)
+    total = sum(len(v) for v in spots.values())
+    print(f"{total} statements inside functions of src/{PACKAGE_NAME} run by no test (a mutant of one survives):")
+    for rel, lines in spots.items():
+        text = sources[rel].splitlines()
+        print(f"{rel} ({len(lines)})")
+        for n in lines:
+            print(f"  {n:5d}  {text[n - 1].strip()[:100]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.merge:
         return merge_main(args)
+    if args.blind_spots:
+        return blind_main(args)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wy-gen-snapshot-") as snap_name:
         try:
@@ -1869,9 +1912,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{out.command_seconds} {out.detail}", flush=True)
         doc["baseline"] = baseline
         if args.select and runner.maps is not None and not maps_path.is_file():
-            _atomic_write(maps_path, json.dumps(runner.maps))
-            _atomic_write(maps_path.parent / DURATIONS_FILE, json.dumps(baseline.get("durations", {})))
-            print(f"coverage map recorded: {maps_path}", flush=True)
+            save_map(maps_path, runner.maps, baseline.get("durations", {}))
         if baseline["verdict"] != "survived":
             write(final=True)
             signal.signal(signal.SIGTERM, previous_handler)

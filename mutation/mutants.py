@@ -7,6 +7,7 @@
     python -m mutation --list
     nox -s mutants -- --jobs 2
     nox -s mutants -- --generated 150 [--seed S] [--jobs J]   # AST-generated mutants: mutation/generated.py
+    nox -s mutants -- --blind-spots    # statements inside functions that no test executes (the --select map)
 
 For each mutant: copy ``src/`` to a temp dir, replace one exact snippet (it must occur
 exactly once in the current source, else the catalog is stale and the run stops), and run
@@ -475,7 +476,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if any(a.split("=")[0] in ("--generated", "--recheck", "--merge") for a in argv):  # AST mutants, own runner
+    if any(a.split("=")[0] in ("--generated", "--recheck", "--merge", "--blind-spots") for a in argv):  # AST mutants
         from .generated import main as generated
 
         return generated(argv)

@@ -59,6 +59,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 CACHE_DIR = ".mutants-coverage"
@@ -127,7 +128,7 @@ class Contexts(coverage.CoveragePlugin):
 
 def coverage_init(reg, options):
     reg.add_dynamic_context(Contexts())
-'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", repr(SERVERS))
+'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", f"frozenset({sorted(SERVERS)!r})")
 
 SITECUSTOMIZE = '''\
 """Written by mutation/selection.py for a coverage recording: coverage in every child interpreter."""
@@ -243,6 +244,33 @@ def changed_statements(original: str, mutated: str) -> list[tuple[int, bool]]:
 
     visit(ast.parse(original), False)
     return sorted(set(found.values()))
+
+
+def blind_spots(maps: list[dict[str, dict[str, list[str]]]], sources: dict[str, str]) -> dict[str, list[int]]:
+    """Per file of ``sources`` (paths under src/wy_ascend, as the maps key them): the first lines of the
+    statements inside functions (as ``changed_statements`` counts them: a forking function's are not) that
+    coverage's parser calls executable and that no command's map records: a mutant of one runs no test and
+    survives, whatever the suite checks elsewhere. Lines run outside any test (the empty context) ran."""
+    from coverage.python import PythonParser
+
+    out: dict[str, list[int]] = {}
+    for rel, text in sorted(sources.items()):
+        parser = PythonParser(text=text)
+        parser.parse_source()
+        ran = {int(n) for m in maps for n, tests in m.get(rel, {}).items() if tests}
+        lines = sorted((set(_function_statements(ast.parse(text))) & parser.statements) - ran)
+        if lines:
+            out[rel] = lines
+    return out
+
+
+def _function_statements(node: ast.AST, in_function: bool = False) -> Iterator[int]:
+    """First lines of the statements under ``node`` inside a function that does not fork (``_forks``)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.stmt) and in_function:
+            yield child.lineno
+        functional = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        yield from _function_statements(child, not _forks(child) if functional else in_function)
 
 
 def _forks(function: ast.AST) -> bool:

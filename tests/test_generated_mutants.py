@@ -298,7 +298,8 @@ def test_shard_reports_have_their_own_default_names(tmp_path: Path, capsys: pyte
     a = tmp_path / "a.json"
     a.write_text("{}")
     for argv, message in [
-        (["--generated", "3", "--merge", str(a)], "give one of --generated N, --recheck REPORT and --merge"),
+        (["--generated", "3", "--merge", str(a)], "(not --generated and --merge together)"),
+        (["--blind-spots", "--recheck", str(a)], "(not --recheck and --blind-spots together)"),
         (["--merge", str(a), "--shard", "1/2"], "--shard does not apply"),
         (["--merge", str(tmp_path / "none.json")], f"--merge: no report at {tmp_path / 'none.json'}"),
         (["--merge", str(a), "--report", str(a)], "is one of the reports merged"),

@@ -5,8 +5,13 @@ docs/data/mutants-selection-check.md compares it with full runs)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mutation import generated as gm
 from mutation import selection
@@ -259,3 +264,61 @@ def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(
     assert tests_of("    return 3") == ["tests/test_outer.py::test_oneshot"]
     assert tests_of("    return x + 1") == ["tests/test_outer.py::test_server_used"]
     assert tests_of("        print(run_sequence(int(line)), flush=True)") == [""]
+
+
+BLIND = '''\
+"""A module."""
+import os
+
+X = 1
+
+
+def f(a):
+    """Its doc."""
+    global X
+    if a:
+        X = a
+        return a
+    return -a
+
+
+def forks():
+    if os.fork() == 0:
+        os._exit(0)
+    return 1
+
+
+class C:
+    def m(self):
+        return (1 +
+                2)
+'''
+BLIND_STATEMENTS = {10: "if a:", 11: "X = a", 12: "return a", 13: "return -a", 24: "return (1 +"}
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(tests=st.dictionaries(st.sampled_from(sorted(BLIND_STATEMENTS) + [1, 2, 4, 7, 9, 17, 18, 19, 23, 25]),
+                             st.lists(st.sampled_from(["", "tests/test_a.py::test_x", "fuzz/test_f.py::test_y"]),
+                                      min_size=1, max_size=2)),
+       split=st.integers(0, 2))
+def test_blind_spots_are_the_function_statements_no_command_ran(tests: dict[int, list[str]], split: int) -> None:
+    """selection.blind_spots over drawn maps of one source (any recorded lines, each with any tests, the
+    empty context included, spread over one or two commands' maps): exactly the executable statements inside
+    a non-forking function that no map records; never a docstring, a ``global``, a module or class body, a
+    forking function's line or a continuation line."""
+    recorded = {str(n): t for n, t in tests.items()}
+    first = dict(list(recorded.items())[:split])
+    maps = [{"m.py": first}, {"m.py": {n: t for n, t in recorded.items() if n not in first}}]
+    assert selection.blind_spots(maps, {"m.py": BLIND}) == (
+        {"m.py": sorted(set(BLIND_STATEMENTS) - set(tests))} if set(BLIND_STATEMENTS) - set(tests) else {})
+    lines = BLIND.splitlines()
+    assert all(lines[n - 1].strip() == text for n, text in BLIND_STATEMENTS.items())
+
+
+def test_the_map_cache_key_is_the_same_in_every_process() -> None:
+    """A tree's coverage map is found again by a later run (a resumed sample, --blind-spots): the cache path
+    is one in fresh interpreters of different string-hash seeds (a set's repr in the key's text changed it)."""
+    code = "from mutation import selection; print(selection.cache_path(selection.Path('r'), 'fp', ['c']))"
+    paths = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(paths) == 1, paths
