@@ -19,12 +19,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.testing import child
 from wy_ascend.testing import runner as runner_module
@@ -418,3 +422,233 @@ def test_close_ends_a_child_that_does_not_answer(tmp_path: Path, fork_server: bo
     finally:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- the runner's bookkeeping, in-process
+
+
+class _Stub(runner_module._Child):
+    """A child stand-in: ``wait`` answers from ``waits`` in turn; kills, releases and a sent message are recorded;
+    ``send_error`` is what sending a case raises (a broken pipe: the child is gone)."""
+
+    def __init__(self, waits: list[int | None], send_error: OSError | None = None) -> None:
+        self.pid, self.waits, self.kills, self.released = 0, list(waits), [], False
+
+        def send(message: object) -> None:
+            if send_error is not None:
+                raise send_error
+
+        self.channel = SimpleNamespace(send=send, receive=lambda deadline: ("ready", 0), close=lambda: None)
+
+    def wait(self, timeout: float) -> int | None:
+        return self.waits.pop(0)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        self.kills.append(sig)
+
+    def release(self) -> None:
+        self.released = True
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.none(), st.integers(-200, 300)))
+def test_a_return_code_is_named_by_its_signal_or_its_number(code: int | None) -> None:
+    """signal_name over return codes: none for an exit (>= 0 or None), the signal's name for a known signal,
+    "signal N" for a number no signal has (a crash's detail and message must not fail on it)."""
+    name = runner_module.signal_name(code)
+    if code is None or code >= 0:
+        assert name is None
+    elif -code in {int(s) for s in signal.Signals}:
+        assert name == signal.Signals(-code).name and name.startswith("SIG")
+    else:
+        assert name == f"signal {-code}"
+        assert runner_module._exit_text(code) == f"killed by signal {-code}"
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.none(), st.just(""), st.sampled_from(["cuda:0", "npu:3"]), st.text(min_size=1)),
+       st.one_of(st.none(), st.just(""), st.sampled_from(["cpu", "cuda", "npu"])))
+def test_a_childs_environment_names_the_device_and_backend_its_runner_names(device: str | None,
+                                                                         backend: str | None) -> None:
+    """_environment: the runner's device (WY_ASCEND_RUNNER_DEVICE) and backend are set where named (a non-empty
+    name), absent otherwise, over the runner's own environment, which is kept."""
+    base = {"PATH": "/bin", "KEEP": "1"}
+    env = CaseRunner(Path("unused.log"), timeout_s=1, device=device, backend=backend, env=base)._environment()
+    assert env.get(runner_module.DEVICE_ENV) == (device or None)
+    assert env.get(runner_module.BACKEND_ENV) == (backend or None)
+    assert {k: env[k] for k in base} == base and base == {"PATH": "/bin", "KEEP": "1"}
+
+
+@settings(max_examples=12, derandomize=True, database=None, deadline=None)
+@given(st.integers(0, 2), st.sampled_from([OSError, EOFError, BrokenPipeError]))
+def test_a_dead_fork_server_is_started_again_once(failures: int, error: type[Exception]) -> None:
+    """start() with a fork server whose fork fails ``failures`` times: each failed template is closed and
+    forgotten and a new one started, once; a second failure is raised (and the runner holds no template)."""
+    made: list[SimpleNamespace] = []
+    child = _Stub([0])
+
+    def zygote(path: list[str], env: dict[str, str], log: object) -> SimpleNamespace:
+        def fork() -> _Stub:
+            if len(made) <= failures:
+                raise error("planted: the template is gone")
+            return child
+
+        made.append(SimpleNamespace(fork=fork, closed=False))
+        made[-1].close = lambda z=made[-1]: setattr(z, "closed", True)
+        return made[-1]
+
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner_module, "_Zygote", zygote)
+        runner = CaseRunner(Path(tmp) / "runner.log", timeout_s=1, fork_server=True)
+        try:
+            if failures == 2:
+                with pytest.raises(error, match="planted"):
+                    runner.start()
+                assert runner.child is None and runner._zygote is None and runner.starts == 0
+            else:
+                runner.start()
+                assert runner.child is child and runner._zygote is made[-1] and runner.starts == 1
+            assert len(made) == min(failures + 1, 2)
+            assert [z.closed for z in made] == [True] * min(failures, 2) + [False] * (failures < 2)
+        finally:
+            runner.child = None
+            runner.close()
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.integers(-64, 255), st.booleans())
+def test_a_child_gone_before_its_case_is_sent_is_a_crash_with_its_exit_code(code: int, lingers: bool) -> None:
+    """run() when sending the case breaks its pipe (the child is gone): a CaseCrashed naming the child's exit code
+    and signal, the child reaped and forgotten; a child that does not exit within the wait is killed (SIGKILL)
+    and waited on again (_reap)."""
+    runner = CaseRunner(Path("unused.log"), timeout_s=1)
+    runner.child = stub = _Stub([None, code] if lingers else [code], send_error=BrokenPipeError())
+    with pytest.raises(CaseCrashed, match="case crashed the runner") as crashed:
+        runner.run("plan_coverage", PLAN_CASE)
+    assert crashed.value.detail["exitcode"] == code
+    assert crashed.value.detail["signal"] == runner_module.signal_name(code)
+    assert runner.child is None and stub.released and stub.waits == []
+    assert stub.kills == ([signal.SIGKILL] if lingers else [])
+
+
+def test_stopping_or_reaping_no_child_does_nothing() -> None:
+    """_stop and _reap on a runner that has no child (never started, or already reaped): nothing to kill or wait
+    for, and _reap's code is None."""
+    runner = CaseRunner(Path("unused.log"), timeout_s=1)
+    runner._stop()
+    runner._stop(dump=True)
+    assert runner._reap() is None and runner.child is None
+
+
+def test_a_child_kind_says_how_it_waits_and_kill_ignores_a_child_already_gone(monkeypatch) -> None:
+    """_Child is abstract in wait (each kind reaps its own way); kill of a pid that is gone (or not ours) is no
+    error: a child may exit between the decision to kill it and the kill."""
+    child = runner_module._Child()
+    child.pid = 12345
+    with pytest.raises(NotImplementedError):
+        child.wait(1)
+    sent: list[tuple[int, int]] = []
+
+    def kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
+        raise (ProcessLookupError if len(sent) == 1 else PermissionError)(pid)
+
+    monkeypatch.setattr(os, "kill", kill)
+    child.kill()
+    child.kill(signal.SIGUSR1)
+    assert sent == [(12345, signal.SIGKILL), (12345, signal.SIGUSR1)]
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.just(None), st.integers(1, runner_module._REPLY.size - 1)))
+def test_a_fork_server_that_is_gone_or_replies_short_fails_the_fork_and_leaks_no_descriptor(short: int | None) -> None:
+    """_Zygote.fork when the template's socket is closed (None) or its reply is cut short (``short`` bytes): an
+    EOFError (start() then starts a template again), and the four pipe ends made for the child all closed."""
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = object.__new__(runner_module._Zygote)
+    zygote.sock = ours
+    try:
+        if short is None:
+            theirs.close()
+        else:
+            theirs.send(b"x" * short)
+        before = _open_fds()
+        with pytest.raises(EOFError, match="fork server is gone"):
+            zygote.fork()
+        assert _open_fds() == before
+    finally:
+        ours.close()
+        theirs.close()
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.just("gone"), st.integers(0, runner_module._REPLY.size - 1),
+                 st.tuples(st.integers(0, 2), st.integers(-64, 255))))
+def test_a_fork_servers_wait_reply_is_an_exit_code_only_when_it_says_exited(reply: object) -> None:
+    """_Zygote.wait over the template's answers: (1, code) is the child's exit code; still running (0, _),
+    unknown pid (2, _), a reply cut short (``reply`` bytes) or a template gone are None (not yet reaped)."""
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = object.__new__(runner_module._Zygote)
+    zygote.sock = ours
+    try:
+        if reply == "gone":
+            theirs.close()
+        elif isinstance(reply, int):
+            theirs.send(b"x" * reply)
+        else:
+            theirs.send(runner_module._REPLY.pack(*reply))
+        expected = reply[1] if isinstance(reply, tuple) and reply[0] == 1 else None
+        assert zygote.wait(4321, 0.5) == expected
+        if reply != "gone":
+            assert runner_module._REQUEST.unpack(theirs.recv(64)) == (b"W", 4321, 0.5)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+@settings(max_examples=10, derandomize=True, database=None, deadline=None)
+@given(st.sampled_from(["cpu", "cuda", "npu"]), st.sampled_from([RuntimeError, ImportError, ValueError]))
+def test_a_backend_whose_kernels_do_not_load_leaves_the_child_ready(name: str, error: type[Exception]) -> None:
+    """_imports with the runner's backend named: its kernels are loaded in that backend's Triton mode; a backend
+    that cannot load (any Exception) does not stop the child from starting (its first case says why)."""
+    from wy_ascend import backends
+
+    asked: list[object] = []
+
+    def kernels(interpret: object) -> None:
+        asked.append(interpret)
+        raise error("planted: no such toolchain")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backends, "_kernels", kernels)
+        patch.setenv(runner_module.BACKEND_ENV, name)
+        runner_module._imports()
+        patch.delenv(runner_module.BACKEND_ENV)
+        runner_module._imports()
+    assert asked == [backends.BACKENDS[name].interpret]
+
+
+@settings(max_examples=6, derandomize=True, database=None, deadline=None)
+@given(st.integers(0, 255))
+def test_the_fork_servers_wait_tells_exited_running_and_unknown_children(code: int) -> None:
+    """_wait (the template's answer to a wait request): (1, the exit code) for its child that exited, (0, 0) for one
+    still running past the wait, (2, 0) for a pid that is not its child (this process itself)."""
+    done = subprocess.Popen(["sh", "-c", f"exit {code}"])
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        assert runner_module._wait(done.pid, 30) == (1, code)
+        assert runner_module._wait(running.pid, 0) == (0, 0)
+        assert runner_module._wait(os.getpid(), 0) == (2, 0)
+    finally:
+        running.kill()
+        running.wait()
+        done.wait()

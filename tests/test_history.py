@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import itertools
 import os
 import subprocess
@@ -14,6 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 from fuzz.strategies import HISTORY_CHANGES, history_cases, known_defect
 from wy_ascend import backends, ops, planning, subjects, validation
 from wy_ascend.backends import LaunchConfig
+from wy_ascend.errors import BackendUnavailableError
 from wy_ascend.layout import prepare_chunk_indices
 from wy_ascend.subjects import changes_in_place
 from wy_ascend.testing import history
@@ -349,3 +352,71 @@ def test_a_cu_seqlens_object_changes_in_place_exactly_where_an_earlier_call_shar
     assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=longer),)))
     assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=first, index_dtype=other_dtype),)))
     assert not changes_in_place(case.replace(before=(case.replace(cu_seqlens=first, memory={"cu_seqlens": "offset"}),)))
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=6))
+def test_a_call_that_raises_in_sequence_is_reported_in_its_place_and_the_rest_still_run(
+        raises: list[bool]) -> None:
+    """run_sequence over any pattern of raising calls: each raising call gives ("raise", its traceback) at its own
+    index and every other call still runs and gives its bits (a raise dropped or the loop cut short shifts or
+    loses the replies check_history compares)."""
+    from wy_ascend.testing.properties import common
+
+    class Inputs(tuple):
+        cu_seqlens = None
+
+    def run_ops(case: Case, inputs: Any) -> dict[str, torch.Tensor]:
+        if raises[case.T - 1]:
+            raise ValueError(f"planted at call {case.T - 1}")
+        return {"dk": torch.full((2,), float(case.T))}
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(common, "build_inputs", lambda case: Inputs())
+        patch.setattr(common, "run_ops", run_ops)
+        results = history.run_sequence([Case(T=i + 1) for i in range(len(raises))])
+    assert [state for state, _ in results] == ["raise" if r else "ok" for r in raises]
+    for i, (state, what) in enumerate(results):
+        if state == "raise":
+            assert what.rstrip().endswith(f"ValueError: planted at call {i}")
+        else:
+            assert what == history._bits({"dk": torch.full((2,), float(i + 1))})
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(st.integers(-64, 255))
+def test_a_server_that_exits_before_its_reply_fails_the_call_with_its_exit_code(code: int) -> None:
+    """A server whose reply pipe closes before a reply (it died): the call fails at once naming its exit code,
+    whatever that is, not with a bare EOFError or an unbound reply."""
+    read, write = os.pipe()
+    os.close(write)  # the server is gone: its end of the reply pipe closed
+    server = object.__new__(history.HistoryServer)
+    server.reply_s = 5
+    with os.fdopen(read, "rb") as stdout:
+        server.process = SimpleNamespace(stdin=io.BytesIO(), stdout=stdout, wait=lambda: code)
+        with pytest.raises(RuntimeError, match=rf"^the history server exited \({code}\)$"):
+            server.run([Case(T=16, backend="cpu")])
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.sampled_from(["cuda", "npu"]), st.text(min_size=1).filter(lambda b: b != "cpu")))
+def test_the_history_property_refuses_every_backend_but_the_cpu(backend: str) -> None:
+    """refuses/check_history_case over backend names: the cpu (by name or None) is run, any other name is refused
+    with BackendUnavailableError naming that backend (its server forks, which a device runtime must not see),
+    before a server is started."""
+    assert history.refuses(None) is None and history.refuses("cpu") is None
+    why = history.refuses(backend)
+    assert why is not None and repr(backend) in why and "forks" in why
+    with pytest.raises(BackendUnavailableError, match="runs on the cpu backend only") as raised:
+        history.check_history_case(Case(T=16, backend=backend))
+    assert raised.value.backend == backend and str(raised.value) == why
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.dictionaries(st.text(max_size=4), st.none(), max_size=3), st.integers(), st.none(),
+                 st.text().map(lambda t: f"Traceback (most recent call last):\n{t}\nKeyError: 'x'")))
+def test_an_error_is_named_by_its_exception_type_or_what_it_is(result: Any) -> None:
+    """_error over what a reply carries: a traceback is named by its last line's exception type, bits (a dict) by
+    "bits", anything else (a crash's exit code, None) by its repr."""
+    expected = "KeyError" if isinstance(result, str) else "bits" if isinstance(result, dict) else repr(result)
+    assert history._error(result) == expected

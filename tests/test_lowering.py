@@ -11,11 +11,16 @@ import io
 import itertools
 import json
 import os
+import signal
 import stat
+import sys
+import tempfile
 import textwrap
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -645,3 +650,137 @@ def test_ub_bytes_and_jobs_must_be_positive(capsys) -> None:
         with pytest.raises(SystemExit) as e:
             lowering.main(["--list", *argv])
         assert e.value.code == 2 and "must be positive" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- guards and summaries, in-process
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True))
+def test_a_constexpr_the_spec_has_no_value_for_is_refused_by_name(specs, name: str) -> None:
+    """Spec.signature over constexpr names: one the spec gives a value is a constant with that value; any other
+    is a KeyError naming it and the kernel (a kernel's new constexpr must get a value before it is lowered)."""
+    spec = first_spec(specs)
+    known = spec.constants()
+    fn = SimpleNamespace(__name__="planted_kernel", params=[SimpleNamespace(name=name, is_constexpr=True)])
+    if name in known:
+        assert spec.signature(fn) == ({name: "constexpr"}, {name: known[name]})
+    else:
+        with pytest.raises(KeyError, match=f"constexpr {name!r} of planted_kernel has no value"):
+            spec.signature(fn)
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(value=st.one_of(st.none(), st.integers(), st.text(max_size=5), st.just(print), st.just(lambda: None)))
+def test_a_kernel_that_is_no_jit_function_fails_at_the_signature_naming_its_type(specs, value: object) -> None:
+    """lower_spec where the kernel dict holds something other than a JITFunction (TRITON_INTERPRET=1 at triton's
+    import makes them InterpretedFunctions): a FAIL at the signature stage whose TypeError names the entry and its
+    type, not an AttributeError from deep inside."""
+    spec = first_spec(specs)
+    module = SimpleNamespace(KERNELS={spec.kernel: value})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "planted_kernels", module)
+        result = lowering.lower_spec(spec, "planted_kernels:KERNELS")
+    assert (result.status, result.stage) == ("FAIL", "signature")
+    assert result.message.startswith(f"TypeError: planted_kernels:KERNELS[{spec.kernel!r}] is a "
+                                     f"{type(value).__name__}, not a JITFunction")
+
+
+def test_the_lowering_deadline_is_a_no_op_off_the_main_thread() -> None:
+    """_deadline: on the main thread an alarm is armed for its seconds and the SIGALRM handler restored after;
+    off it (a worker's thread) the body runs with no alarm and no handler (which only the main thread may set),
+    and what the body raises comes through."""
+    before = signal.getsignal(signal.SIGALRM)
+    with lowering._deadline(30):
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+        assert signal.getsignal(signal.SIGALRM) is not before
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is before
+    seen: list[object] = []
+
+    def body() -> None:
+        try:
+            with lowering._deadline(30):
+                seen.append(signal.getitimer(signal.ITIMER_REAL)[0])
+            with lowering._deadline(30):
+                raise LookupError("planted")
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            seen.append(e)
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert seen[0] == 0 and isinstance(seen[1], LookupError) and str(seen[1]) == "planted"
+
+
+@settings(max_examples=15, derandomize=True, database=None, deadline=None)
+@given(old=st.integers(0, lowering.CACHE_FILES_KEPT + 5))
+def test_saving_a_cache_keeps_only_the_newest_files(specs, old: int) -> None:
+    """ResultCache.save beside ``old`` files of other salts: the newest CACHE_FILES_KEPT lowering-*.json files
+    (the one saved among them) stay, older ones are removed, and other files are left alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        stale = [directory / f"lowering-old{i:02d}.json" for i in range(old)]
+        for i, path in enumerate(stale):
+            path.write_text("{}")
+            os.utime(path, (1_000_000 + i, 1_000_000 + i))  # older first, all older than the file saved
+        (directory / "other.json").write_text("{}")
+        cache = lowering.ResultCache(directory, "salt")
+        cache.put(lowering.Result(specs[0], "PASS", 1.0))
+        cache.save()
+        kept = stale[len(stale) - min(old, lowering.CACHE_FILES_KEPT - 1):] if old else []
+        assert sorted(directory.iterdir()) == sorted([cache.path, directory / "other.json", *kept])
+
+
+@settings(max_examples=4, derandomize=True, database=None, deadline=None)
+@given(changed=st.booleans())
+def test_results_are_cached_only_where_the_salt_is_unchanged_at_the_end(specs, changed: bool) -> None:
+    """run(): when kernels.py or the toolchain changed during the run (the salt differs at its end) nothing is
+    saved and the run says so; otherwise the results are saved, silently."""
+    chosen = specs[:3]
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        cache = lowering.ResultCache(Path(tmp), "salt at the start")
+        cache.passed = {s.label: 1.0 for s in chosen}  # all cached: nothing is lowered
+        patch.setattr(lowering, "cache_salt", lambda: "salt at the end" if changed else "salt at the start")
+        out = io.StringIO()
+        assert [r.status for r in lowering.run(chosen, cache=cache, out=out)] == ["CACHED"] * 3
+        said = "kernels.py or the toolchain changed during the run: results not cached" in out.getvalue()
+        assert said == changed and cache.path.exists() == (not changed)
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None)
+@given(drawn=st.lists(st.tuples(st.sampled_from(["PASS", "FLAKY", "CACHED", "FAIL"]), st.floats(0, 2),
+                                st.sampled_from(["npu", "cuda"])), min_size=1, max_size=5),
+       skips=st.lists(st.builds(lowering.Skip, st.sampled_from(["fwd", "bwd"]), st.sampled_from([64, 128]),
+                                st.integers(1, 99), st.text("abc xyz", min_size=1, max_size=20)), max_size=3))
+def test_the_summary_lists_each_skip_overflow_and_flaky_result(specs, drawn, skips) -> None:
+    """summarize over drawn results: each UB skip gets its line, each specialization of a backend with a UB whose
+    footprint is over the budget an UB OVERFLOW line, each FLAKY result its crash's first line; the gate fails
+    exactly on a FAIL or an overflow."""
+    budget = int(UB * UB_SAFETY_MARGIN)
+    results = [lowering.Result(dataclasses.replace(specs[i], backend=backend, footprint=int(share * budget)),
+                               status, 0.1, "ttadapter" if status in ("FAIL", "FLAKY") else None,
+                               f"crash {i}\nsecond line" if status in ("FAIL", "FLAKY") else "")
+               for i, (status, share, backend) in enumerate(drawn)]
+    out = io.StringIO()
+    code = lowering.summarize(results, skips, UB, 0.0, 1, out)
+    lines = out.getvalue().splitlines()
+    over = [r for r in results if r.spec.backend == "npu" and r.spec.footprint > budget]
+    for s in skips:
+        assert f"skipped by the UB model: {s.kernel} BT={s.BT} ({s.count} specializations): {s.reason}" in lines
+    assert [line for line in lines if line.startswith("UB OVERFLOW")] == [
+        f"UB OVERFLOW: {r.spec.label}: modeled footprint {r.spec.footprint} B > {budget} B" for r in over]
+    assert [line for line in lines if line.startswith("FLAKY")] == [
+        f"FLAKY (passed on retry after [ttadapter] crash {i}): {r.spec.label}"
+        for i, r in enumerate(results) if r.status == "FLAKY"]
+    assert code == int(bool(over) or any(r.status == "FAIL" for r in results))
+
+
+def test_under_upstream_triton_only_the_cuda_specializations_are_listed(monkeypatch, capsys, all_specs) -> None:
+    """main --list where the installed triton is upstream's (NVIDIA's compiler, `nox -s lower_cuda`): the cuda
+    specializations alone, and no UB skip (those are npu ones, which need triton-ascend)."""
+    monkeypatch.setattr(lowering, "toolchain", lambda: "upstream")
+    assert lowering.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cuda = [s.label for s in all_specs if s.backend == "cuda"]
+    assert cuda and lines[:-1] == cuda
+    assert lines[-1] == f"{len(cuda)} specializations = {lowering._counts(all_specs[-len(cuda):])}, 0 skipped by the UB model"

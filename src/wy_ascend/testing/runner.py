@@ -409,6 +409,8 @@ class _Zygote:
         try:
             socket.send_fds(self.sock, [_REQUEST.pack(b"F", 0, 0.0)], [to_child_r, from_child_w])
             reply = self.sock.recv(_REPLY.size)
+        except OSError:  # a broken pipe: its own two ends were left open before
+            reply = b""
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
