@@ -487,7 +487,7 @@ def test_any_writes_leave_one_file_per_key_holding_its_first_record(
         assert all(content == _strict_json((directory / name).read_text()) for name, content in published)
 
 
-def _stored(prop: str, case: Case, metrics: Any = None, version: str | None = None) -> store.StoredCase:
+def _read_back(prop: str, case: Case, metrics: Any = None, version: str | None = None) -> store.StoredCase:
     return store.StoredCase(path=Path("x.json"), schema_version=1, property=prop, case=case,
                             failure={"metrics": metrics}, backend="cpu",
                             versions={"wy_ascend": version or store.versions()["wy_ascend"]}, date="")
@@ -504,7 +504,7 @@ def test_a_small_stored_case_is_unavailable_exactly_where_its_kind_cannot_run(pr
     from wy_ascend import subjects
     from wy_ascend.testing import history
 
-    why = store.unavailable(_stored(prop, Case(T=20)), backend, subject)
+    why = store.unavailable(_read_back(prop, Case(T=20)), backend, subject)
     runs_on = subjects.get(subject or "wy_ascend").backends
     if prop == "perf" and store.BACKENDS[backend].interpret:
         assert why is not None and why.startswith("a perf case times a device")
@@ -528,7 +528,7 @@ def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: 
     from wy_ascend.testing.properties import FP32_RTOL
 
     rec, cur = tols[0], tols[0] if same else tols[1]
-    stored = _stored(prop, Case(T=20, dtype=dtype), {"w": {"tol": rec}}, "0.0.1" if old else None)
+    stored = _read_back(prop, Case(T=20, dtype=dtype), {"w": {"tol": rec}}, "0.0.1" if old else None)
     lines = store.bound_changes(stored, {"w": {"tol": cur}})
     if same or rec == cur:
         assert lines == []
