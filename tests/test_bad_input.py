@@ -6,15 +6,18 @@ a rule go unchecked over the rest of its invalid region)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from wy_ascend.testing.case import Case
-from wy_ascend.testing.properties import CORRUPTIONS, check_bad_input
+from wy_ascend.testing.properties import CORRUPTIONS, PropertyFailure, check_bad_input
+from wy_ascend.testing.properties.bad_input import BACKWARD_ONLY
 from wy_ascend.validation import SUPPORTED_BT
 
 pytestmark = pytest.mark.cpu_backend
@@ -64,10 +67,11 @@ def test_another_size_ranges_over_the_sizes_its_doc_names(size: int) -> None:
 
 
 @settings(max_examples=20, derandomize=True, database=None, deadline=None)
-@given(st.lists(st.integers(1, 70), min_size=1, max_size=5), st.sampled_from([16, 32, 64]))
+@given(st.lists(st.integers(0, 70), max_size=5), st.sampled_from([16, 32, 64]))
 def test_wrong_chunk_indices_change_one_entry_or_one_row(lengths: list[int], BT: int) -> None:
     """_wrong_chunk_indices: the valid indices with one entry moved by a nonzero amount, or exactly one row more
-    (a copy of the last) or fewer, for every ``at`` of its first rounds (each entry, the row, both signs)."""
+    (a copy of the last) or fewer, for every ``at`` of its first rounds (each entry, the row, both signs); where
+    the sequences are all empty (no chunk, no row), the one row (0, 0) for every ``at``."""
     import itertools
 
     from wy_ascend.layout import prepare_chunk_indices
@@ -79,7 +83,9 @@ def test_wrong_chunk_indices_change_one_entry_or_one_row(lengths: list[int], BT:
     valid = prepare_chunk_indices(cu, BT)
     for at in range(4 * (valid.numel() + 1)):
         wrong = _wrong_chunk_indices(inputs, at)
-        if wrong.shape == valid.shape:
+        if valid.numel() == 0:
+            assert wrong.tolist() == [[0, 0]]
+        elif wrong.shape == valid.shape:
             assert (wrong != valid).sum() == 1
         elif wrong.shape[0] == valid.shape[0] + 1:
             assert wrong[:-1].equal(valid) and wrong[-1].equal(valid[-1])
@@ -119,3 +125,34 @@ def test_an_unsupported_chunk_size_ranges_over_the_sizes_its_doc_names(BT: int) 
     drawn = [int(_unsupported_bt(torch.zeros(1, 2, 1, BT), at).shape[-1]) for at in range(len(region))]
     assert drawn[0] == BT + 8 and sorted(drawn) == sorted(region)
     assert drawn[1:] == sorted(drawn[1:], key=lambda b: (b % 16 != 0, b))
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(corruption=st.one_of(st.none(), st.text(max_size=20), st.sampled_from([f"{c} " for c in CORRUPTIONS])))
+def test_a_case_without_a_known_corruption_fails_the_bad_input_property(corruption: str | None) -> None:
+    """bad_input runs only on a case that names one of CORRUPTIONS: any other (none, a typo) fails naming it,
+    before inputs are built or any op runs."""
+    assume(corruption not in CORRUPTIONS)
+    with pytest.raises(PropertyFailure, match=re.escape(f"got {corruption!r}") + "$"):
+        check_bad_input(CASES["fixed_no_gate"].replace(corruption=corruption))
+
+
+@pytest.fixture
+def forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """wy_ascend declared without its backward: a forward-only subject."""
+    from wy_ascend import subjects
+
+    monkeypatch.setitem(subjects.SUBJECTS, "wy_ascend", dataclasses.replace(subjects.get("wy_ascend"), backward=None))
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_a_forward_only_subject_is_held_to_the_forwards_corruptions_alone(forward_only: None, corruption: str) -> None:
+    """A forward-only subject's bad_input runs its forward alone: refused there by name; a corruption of an
+    argument only the backward takes (dw, du) is no case for it, a ValueError naming both, not a verdict."""
+    case = CASES["varlen_gate"].replace(corruption=corruption, corrupt_at=corruption.__len__())
+    if corruption not in BACKWARD_ONLY:
+        assert set(check_bad_input(case)) == {"recompute_w_u_fwd"}
+        return
+    with pytest.raises(ValueError, match=f"^bad_input: corruption {corruption!r} is of an argument subject "
+                                         "'wy_ascend' does not take$"):
+        check_bad_input(case)

@@ -209,6 +209,43 @@ def test_a_plan_that_runs_a_task_twice_or_never_fails(monkeypatch, edit, expecte
         check_plan_coverage(case)
 
 
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(cores=st.integers(1, 4), max_tasks=st.integers(1, 6), HV=st.integers(1, 3), T=st.integers(16, 100),
+       kernel=st.sampled_from(["fwd", "bwd"]), edit=st.sampled_from(["BK", "BV", "blocks", "empty", "tasks"]),
+       wider=st.booleans(), excess=st.integers(1, 1000), at=st.integers(0, 10**6))
+def test_a_plan_off_the_specs_limits_or_tiles_fails_by_its_own_rule(cores: int, max_tasks: int, HV: int,
+                                                                    T: int, kernel: str, edit: str, wider: bool,
+                                                                    excess: int, at: int) -> None:
+    """plan_coverage holds each plan to the device spec: the real plan (launches at the limits: max_blocks is the
+    core count) passes, and one launch or tile edited off them fails naming the rule: a tile not the widest the
+    UB model fits, a launch of more blocks than max_blocks, a grid with an empty axis, a launch of more tasks
+    than max_tasks (persistent mode)."""
+    case = Case(T=T, BT=16, HV=HV, knobs={"num_cores": cores, "max_blocks": cores, "max_tasks": max_tasks})
+    check_plan_coverage(case)
+
+    def edited(k: str, **kw: Any) -> Any:
+        p = real_plan(k, **kw)
+        if k != kernel:
+            return p
+        if edit in ("BK", "BV"):
+            return dataclasses.replace(p, **{edit: getattr(p, edit) * 2 if wider else getattr(p, edit) // 2})
+        i = at % len(p.launches)
+        one = p.launches[i]
+        one = (dataclasses.replace(one, grid=(cores + excess,)) if edit == "blocks" else
+               dataclasses.replace(one, grid=(0,)) if edit == "empty" else
+               dataclasses.replace(one, t_count=max_tasks + excess))
+        return dataclasses.replace(p, launches=(*p.launches[:i], one, *p.launches[i + 1:]))
+
+    expected = {"BK": f"^{kernel}: BK={32 if wider else 8} for K=16, but the widest tile the UB model fits is 16",
+                "BV": f"^{kernel}: BV={32 if wider else 8} for V=16, but the widest tile the UB model fits is 16",
+                "blocks": f"^{kernel}: a launch has {cores + excess} blocks > max_blocks {cores}$",
+                "empty": rf"^{kernel}: launch grid \(0,\) has an empty axis$",
+                "tasks": f"^{kernel}: a launch has [0-9]+ tasks > max_tasks {max_tasks}$"}[edit]
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(PropertyFailure, match=expected):
+        mp.setattr(plan_coverage, "plan", edited)
+        check_plan_coverage(case)
+
+
 # ----------------------------------------------------------------------------- device specs
 
 

@@ -296,3 +296,19 @@ def test_an_error_in_one_block_fails_on_that_block_past_its_bound(drawn, data) -
             f"{'key' if name == 'dk' else 'value'} head {head}"
     assert (named in message) == (err_block > block), (message, err_block, block)
     assert (re.search(rf"{name}: rel_rms \S+ > tol \S+(;|$)", message) is not None) == (err_whole > whole), message
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(missing=st.sets(st.sampled_from(NAMES)), absent=st.sets(st.sampled_from(NAMES)))
+def test_an_output_the_op_returns_as_none_fails_naming_it(missing: set[str], absent: set[str]) -> None:
+    """Every output the oracle has and the subject was asked for (a key of ``got``) must come back: those
+    returned as None fail, listed, and the comparison passes exactly when there are none; an output the
+    subject was not asked for (no key) is not compared."""
+    exact = {name: torch.ones(4, 3, dtype=F64) for name in NAMES}
+    got = {name: None if name in missing else exact[name].float() for name in NAMES if name not in absent}
+    with _oracle(exact, lambda dtype: exact):
+        if not missing - absent:
+            assert set(properties.compare_to_oracle(got, None, "float32")) == set(NAMES) - absent  # type: ignore[arg-type]
+            return
+        with pytest.raises(PropertyFailure, match=re.escape(f"outputs missing: {sorted(missing - absent)}") + "$"):
+            properties.compare_to_oracle(got, None, "float32")  # type: ignore[arg-type]

@@ -91,3 +91,42 @@ def test_the_side_that_fails_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     for subject in ("wy_ascend", "fla-ascend"):
         with pytest.raises(PropertyFailure, match="fla-ascend fails where wy_ascend holds the bounds.*w: rel_rms"):
             run_property("differential", case.replace(subject=subject))
+
+
+@pytest.mark.parametrize("fails", [(), ("fla-ascend",), ("wy_ascend",), ("fla-ascend", "wy_ascend")])
+def test_the_verdict_names_every_side_that_fails(monkeypatch: pytest.MonkeyPatch, fails: tuple[str, ...]) -> None:
+    """Over every pair of oracle verdicts (each side's check_oracle stood in): both hold, metrics of both; one
+    fails, it is named against the other; both fail, both are named as the case or bound to triage; each
+    side's own failure text and metrics are kept."""
+    def verdict(case: Case) -> dict:
+        if case.subject in fails:
+            raise PropertyFailure(f"planted on {case.subject}", {"w": {"rel_rms": 1.0}})
+        return {"w": {"rel_rms": 0.0}}
+
+    from wy_ascend.testing.properties import differential
+    monkeypatch.setattr(differential, "check_oracle", verdict)
+    case = Case(T=20, subject="fla-ascend", backend="cpu")
+    if not fails:
+        assert run_property("differential", case) == {"fla-ascend": {"w": {"rel_rms": 0.0}},
+                                                       "wy_ascend": {"w": {"rel_rms": 0.0}}}
+        return
+    expected = ("^both fla-ascend and wy_ascend fail the oracle on this case .*: fla-ascend: planted on fla-ascend; "
+                "wy_ascend: planted on wy_ascend$" if len(fails) == 2 else
+                f"^{fails[0]} fails where {({'fla-ascend', 'wy_ascend'} - set(fails)).pop()} holds the bounds on the "
+                f"same case: planted on {fails[0]}$")
+    with pytest.raises(PropertyFailure, match=expected) as info:
+        differential.check_differential(case)
+    assert {s: m["w"]["rel_rms"] for s, m in info.value.metrics.items()} == {
+        s: float(s in fails) for s in ("fla-ascend", "wy_ascend")}
+
+
+@pytest.mark.parametrize("case", [Case(T=20, backend="npu-cuda"), Case(T=20, backend="cpu", corruption="k_wrong_ndim")],
+                         ids=["no-peer-on-the-backend", "unclaimed"])
+def test_a_case_no_peer_takes_is_refused_by_the_differential(case: Case) -> None:
+    """Where no peer runs on the case's backend, or the peer does not claim the case, there is no peer case
+    and the differential refuses the case by name (ValueError, not a verdict)."""
+    from wy_ascend.testing.properties.differential import check_differential
+
+    assert peer_case(case) is None
+    with pytest.raises(ValueError, match=r"^differential: no peer of subject 'wy_ascend' on backend "):
+        check_differential(case)

@@ -22,6 +22,7 @@ from wy_ascend.testing.case import Case  # noqa: E402
 from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
 from wy_ascend.testing.index_audit import (  # noqa: E402
     MAX_AUDITED_LOOP,
+    IndexAuditError,
     IndexWrapError,
     index_audit,
     virtual_allocations,
@@ -131,6 +132,72 @@ def test_a_wrapped_address_on_masked_off_lanes_is_never_used() -> None:
     x, y = _pair()
     with index_audit():
         _head_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, WIDE=False, MASK_PAST=True)
+
+
+@triton.jit
+def _selected_rows(x, y, T, BLOCK: tl.constexpr, TAKE_HEAD: tl.constexpr):
+    """y[o] = x[o] + 1 with o chosen by tl.where: the head's int32 offset h * T + t (wraps on head 2), or, where
+    the condition takes the other side, the offset t of head 0 (never wraps)."""
+    t = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    o = tl.where((tl.arange(0, BLOCK) >= 0) == TAKE_HEAD, tl.program_id(1) * T + t, t)
+    tl.store(y + o, tl.load(x + o) + 1)
+
+
+@pytest.mark.parametrize("take_head", [True, False])
+def test_a_select_carries_the_exact_offset_of_the_side_it_takes(take_head: bool) -> None:
+    """tl.where carries each lane's exact offset from the side its condition takes: the head's wrapping int32
+    offset is caught through it, and head 0's offset taken instead of it passes, its rows written."""
+    x, y = _pair()
+    if take_head:
+        with pytest.raises(Exception) as caught, index_audit():
+            _selected_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, TAKE_HEAD=take_head)
+        assert wrap_of(caught.value) is not None
+        return
+    with index_audit() as audit:
+        _selected_rows[(T // BLOCK, HEADS)](x, y, T, BLOCK=BLOCK, TAKE_HEAD=take_head)
+    assert audit.max_offset == T - 1 and y[T - BLOCK:T].eq(1).all() and y[-BLOCK:].eq(0).all()
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(mode=st.one_of(st.none(), st.sampled_from(["0", "", "true", " 1", "1 "])), keep=st.integers(-3, 3))
+def test_the_audit_needs_the_interpreter_a_positive_keep_and_no_audit_around_it(mode: str | None, keep: int) -> None:
+    """index_audit refuses to start outside the interpreter (TRITON_INTERPRET not exactly "1"), with keep < 1
+    (programs and iterations it keeps), and inside another audit; each by its own error. Where none holds it
+    starts, and a later audit starts again once it is left."""
+    with pytest.MonkeyPatch.context() as mp:
+        if mode is None:
+            mp.delenv("TRITON_INTERPRET", raising=False)
+        else:
+            mp.setenv("TRITON_INTERPRET", mode)
+        with pytest.raises(IndexAuditError, match="^the index audit runs on the Triton interpreter: set "
+                                                  "TRITON_INTERPRET=1"):
+            with index_audit(keep):
+                pass
+    if keep < 1:
+        with pytest.raises(ValueError, match=f"^keep must be a positive number of programs and iterations, got {keep}$"):
+            with index_audit(keep):
+                pass
+        return
+    with index_audit(keep):
+        with pytest.raises(IndexAuditError, match="^index audits do not nest$"), index_audit(keep):
+            pass
+    with index_audit(keep):
+        pass
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(numel=st.integers(1, 64), min_bytes=st.integers(1, 256), dtype=st.sampled_from([torch.int8, torch.float32]),
+       extra=st.sampled_from([None, "requires_grad", "pin_memory"]))
+def test_only_a_plain_large_allocation_is_virtual(numel: int, min_bytes: int, dtype: torch.dtype,
+                                                  extra: str | None) -> None:
+    """Inside virtual_allocations, torch.empty gives a virtual tensor (zeros, a view of an mmap) exactly for a
+    CPU allocation of at least min_bytes asked with dtype/device/memory_format alone; any other keyword
+    (requires_grad, pin_memory) is allocated as asked."""
+    kwargs = {"dtype": dtype, **({extra: False} if extra else {})}
+    with virtual_allocations(min_bytes=min_bytes):
+        x = torch.empty(numel, **kwargs)
+    assert (x.shape, x.dtype) == ((numel,), dtype)
+    assert (x._base is not None) == (extra is None and numel * dtype.itemsize >= min_bytes)
 
 
 @pytest.mark.parametrize("how", ["wrap", "narrow", "advance", "wide"])

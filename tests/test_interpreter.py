@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -421,3 +423,93 @@ def test_the_cpu_backend_refuses_upstream_triton_before_any_launch(installed, re
         assert status == 0, out.out + out.err
     else:
         assert status == 2 and refused in out.out + out.err and "Traceback" not in out.out + out.err
+
+
+# ----------------------------------------------------------------------------- the patches' guards
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(rules=st.sets(st.sampled_from(["clobber", "shared_operands", "grid", "folded_program_id", "Clobber", "dot", ""])),
+       enabled=st.booleans())
+def test_ascend_semantics_takes_a_subset_of_its_rules_and_refuses_any_other(rules: set[str], enabled: bool) -> None:
+    """A subject's target calls for some of the emulation's rules: any subset of RULES is applied as given for
+    the block (and the previous state restored after it); a name outside RULES is refused, naming the set."""
+    from wy_ascend import interpreter
+
+    before = interpreter._STATE.active, interpreter._STATE.rules
+    if rules <= interpreter.RULES:
+        with ascend_semantics(enabled, frozenset(rules)):
+            assert (interpreter._STATE.active, interpreter._STATE.rules) == (enabled, rules)
+        assert (interpreter._STATE.active, interpreter._STATE.rules) == before
+        return
+    with pytest.raises(ValueError, match=r"^rules must be a subset of \['clobber', 'folded_program_id', 'grid', "
+                                         rf"'shared_operands'\], got {re.escape(str(sorted(rules)))}$"):
+        with ascend_semantics(enabled, frozenset(rules)):
+            pass
+    assert (interpreter._STATE.active, interpreter._STATE.rules) == before
+
+
+@pytest.mark.parametrize(("patch", "hook"), [("_patch_language_once", "_patch_lang"),
+                                             ("_memoize_np_dtypes_once", "_get_np_dtype")])
+def test_a_speed_up_is_skipped_where_the_interpreter_lacks_its_hook(monkeypatch, patch: str, hook: str) -> None:
+    """A triton whose interpreter has no such function gets no patch (none set in its place); one that has it
+    gets it wrapped (each patch run uncached, on a stand-in attribute restored after)."""
+    from triton.runtime import interpreter
+
+    from wy_ascend import interpreter as ours
+
+    monkeypatch.delattr(interpreter, hook)
+    getattr(ours, patch).__wrapped__()
+    assert not hasattr(interpreter, hook)
+    calls: list[object] = []
+    monkeypatch.setattr(interpreter, hook, lambda x: calls.append(x) or "found", raising=False)
+    stand_in = getattr(interpreter, hook)
+    getattr(ours, patch).__wrapped__()
+    assert getattr(interpreter, hook) is not stand_in
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(values=st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=8),
+       to=st.sampled_from(["rtz", "rtne", "float16"]))
+def test_a_conversion_the_bf16_rounding_does_not_take_is_the_interpreters_own(values: list[float], to: str) -> None:
+    """The bf16 patch takes float32 -> bfloat16 with no rounding mode (and bfloat16 -> float32); any other
+    conversion (an explicit rounding mode, another pair of dtypes) is the interpreter's unpatched one, bit
+    for bit."""
+    from triton.runtime import interpreter
+
+    from wy_ascend import interpreter as ours
+
+    patched = interpreter._convert_float
+    original = next(c.cell_contents for c in patched.__closure__
+                    if getattr(c.cell_contents, "__name__", "") == "_convert_float")
+    assert original is not patched
+    x = np.asarray(values, dtype=np.float32)
+    mode = None if to == "float16" else getattr(interpreter._ir.ROUNDING_MODE, to.upper())
+    out = tl.float16 if to == "float16" else tl.bfloat16
+    assert ours._round_bf16_to_nearest_once.cache_info().currsize == 1  # applied by prepare()
+    assert np.array_equal(patched(x, tl.float32, out, mode), original(x, tl.float32, out, mode))
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(kind=st.sampled_from(["float32", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "uint32"]),
+       shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), broadcast=st.booleans())
+def test_a_clobbered_tile_reads_nan_or_the_most_negative_integer(kind: str, shape: tuple[int, ...],
+                                                                 broadcast: bool) -> None:
+    """_poison overwrites a clobbered dot operand as Ascend may: NaN for a float tile (bfloat16's quiet-NaN bits
+    where the interpreter stores it as uint16), the dtype's most negative value for an integer one; a broadcast
+    view (no storage of its own) gets a fresh array of that fill in its place, its source untouched."""
+    from types import SimpleNamespace
+
+    from wy_ascend.interpreter import _poison
+
+    dtype = np.uint16 if kind == "bfloat16" else np.dtype(kind)
+    source = np.ones(shape[-1:], dtype=dtype)
+    data = np.broadcast_to(source, shape) if broadcast else np.ones(shape, dtype=dtype)
+    handle = SimpleNamespace(data=data, get_element_ty=lambda: SimpleNamespace(is_floating=lambda: kind[0] in "fb"))
+    _poison(handle)
+    assert handle.data.shape == shape and handle.data.dtype == dtype and handle.data.flags.writeable
+    if kind.startswith("float"):
+        assert np.isnan(handle.data).all()
+    else:
+        assert (handle.data == (0x7FC0 if kind == "bfloat16" else np.iinfo(dtype).min)).all()
+    assert (source == 1).all() and (handle.data is not data) == broadcast

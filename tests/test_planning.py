@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -97,3 +98,16 @@ def test_device_spec_rejects_nonsense():
         DeviceSpec("x", "tiles", (1, 1), None, 1, None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="num_cores must be a positive int, got 0"):
         DeviceSpec("x", "grid", (1, 1), None, 0, None)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(kernel=st.one_of(st.sampled_from(["fwd", "bwd", "Fwd", "bwd ", "fwd_bwd", ""]), st.text(max_size=6)))
+def test_plan_takes_the_two_kernels_and_refuses_any_other_name(kernel: str) -> None:
+    """plan() models only the forward and backward kernels' unified buffer: any other kernel name (a case
+    variant, whitespace, a typo) is a ValueError naming it, never a plan from another kernel's model."""
+    spec = DeviceSpec("npu", "persistent", (65535, 65535), 65535, 24, 192 * 1024)
+    if kernel in ("fwd", "bwd"):
+        assert plan(kernel, NT=3, BH=2, BT=64, K=64, V=64, spec=spec).kernel == kernel
+        return
+    with pytest.raises(ValueError, match=rf"^kernel must be one of \['bwd', 'fwd'\], got {re.escape(repr(kernel))}$"):
+        plan(kernel, NT=3, BH=2, BT=64, K=64, V=64, spec=spec)

@@ -4,6 +4,7 @@ against its own analytic backward, and against finite differences."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -410,3 +411,60 @@ def test_cu_seqlens_in_any_integer_form_gives_the_int64_answer(layout, form, gat
 
     for name, x, y in zip(("A", "w", "u", "dk", "dv", "dbeta", "dg"), run(other), run(as_int64), strict=True):
         assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), name
+
+
+# Per argument of the oracle, the message its shape check raises, and which of its dims the check compares
+# (k's dims define B, T, H; beta's last one HV, so those are not checked against anything).
+SHAPE_CHECKS = {"k": ("k must be \\[B,T,H,K\\]", ()), "beta": ("beta must be \\[B,T,HV\\]", (0, 1)),
+                "v": ("v must be \\[B,T,HV,V\\]", (0, 1, 2)), "g": ("g must be \\[B,T,HV\\]", (0, 1, 2)),
+                "A": ("A must be \\[B,T,HV,BT\\]", (0, 1, 2))}
+
+
+@st.composite
+def misshapen(draw: st.DrawFn) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """(argument, its right shape, a wrong one): a dim added or dropped, or a compared dim one larger."""
+    name = draw(st.sampled_from(sorted(SHAPE_CHECKS)))
+    B, T, H, G, K, V, BT = (draw(st.integers(1, 3)) for _ in range(7))
+    shape = {"k": (B, T, H, K), "beta": (B, T, H * G), "v": (B, T, H * G, V), "g": (B, T, H * G),
+             "A": (B, T, H * G, BT)}
+    right = shape[name]
+    how = draw(st.sampled_from(["add", "drop", *SHAPE_CHECKS[name][1]]))
+    wrong = (right + (1,) if how == "add" else right[:-1] if how == "drop"
+             else tuple(n + (i == how) for i, n in enumerate(right)))
+    return name, wrong, tuple(shape.items())
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(bad=misshapen())
+def test_the_oracle_refuses_a_misshapen_argument_naming_it_and_its_shape(bad) -> None:
+    """Each oracle entry point checks every argument's shape against the fla layouts: one argument of a wrong
+    rank, or with a leading dim not its batch's, raises ValueError naming that argument and the shape it got
+    (the right shapes are accepted)."""
+    name, wrong, shapes = bad
+    args = {n: torch.rand(s, dtype=F64) for n, s in shapes}
+    dw, du = torch.zeros(*args["v"].shape[:3], args["k"].shape[3], dtype=F64), torch.zeros_like(args["v"])
+    calls = [lambda a: wy_fwd(a["k"], a["v"], a["beta"], a["A"], a["g"]),
+             lambda a: wy_bwd_given_A(a["k"], a["v"], a["beta"], a["A"], dw, du, a["g"])]
+    for call in calls:
+        assert all(torch.isfinite(x).all() for x in call(args) if x is not None)
+        with pytest.raises(ValueError, match=f"^{SHAPE_CHECKS[name][0]}.*got shape {re.escape(str(wrong))}$"):
+            call({**args, name: torch.rand(wrong, dtype=F64)})
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(T=st.integers(1, 6), form=st.sampled_from(["2-D", "empty", "float32", "float64", "bool"]))
+def test_the_oracle_refuses_cu_seqlens_that_are_no_1d_integer_tensor(T: int, form: str) -> None:
+    """cu_seqlens must be a non-empty 1-D integer tensor: a 2-D or empty one raises ValueError naming its
+    shape, a floating or bool one TypeError naming its dtype; the same values as int64 are accepted."""
+    k, v, beta, g, *_ = make_inputs(3, 1, T, 1, 1, 2, 2, gated=False)
+    good = torch.tensor([0, T])
+    cu = {"2-D": good[None], "empty": good[:0], "float32": good.float(), "float64": good.double(),
+          "bool": good.bool()}[form]
+    assert build_A(k, beta, cu_seqlens=good, chunk_size=16).shape == (1, T, 1, 16)
+    if form in ("2-D", "empty"):
+        with pytest.raises(ValueError, match=f"^cu_seqlens must be 1-D with at least one entry, got shape "
+                                             f"{re.escape(str(tuple(cu.shape)))}$"):
+            build_A(k, beta, cu_seqlens=cu, chunk_size=16)
+    else:
+        with pytest.raises(TypeError, match=f"^cu_seqlens must be an integer tensor, got dtype {cu.dtype}$"):
+            build_A(k, beta, cu_seqlens=cu, chunk_size=16)

@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wy_ascend.cli import VERDICTS, Verdict, exit_status, format_case, main, summary
@@ -428,3 +428,100 @@ def test_the_exit_status_and_the_summary_s_counts_follow_the_readme_s_rule(drawn
     counts = Counter(name for name, _ in drawn)
     listed = [item.split(" ") for item in head.removeprefix(f"summary: {len(drawn)} files: ").split(", ")]
     assert [(name, int(n)) for n, name in listed] == [(name, counts[name]) for name in VERDICTS if counts[name]], line
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(signal=st.sampled_from([None, "", "SIGSEGV", "SIGKILL"]), exitcode=st.one_of(st.none(), st.integers(-15, 255)))
+def test_a_crash_is_detailed_by_its_signal_else_its_exit_status(signal: str | None, exitcode: int | None) -> None:
+    """A crash's table detail: the signal that killed the child where there is one, else its exit status."""
+    from wy_ascend.cli import _crash_detail
+
+    detail = _crash_detail({"signal": signal, "exitcode": exitcode})
+    assert detail == (f"killed by {signal}" if signal else f"exit status {exitcode}")
+
+
+@pytest.mark.parametrize("remote", [True, False])
+def test_an_error_shows_the_child_s_traceback_else_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch, remote: bool) -> None:
+    """An exception a replayed case raised is an ERROR showing where it came from: the child's traceback as it
+    sent it (its text alone) where the exception carries one, else this process's traceback."""
+    from wy_ascend.testing.runner import RemoteTraceback
+
+    path = _file(tmp_path, "oracle", Case(T=17))
+
+    def replay(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        cause = RemoteTraceback('Traceback (most recent call last):\n  File "child.py", line 7\nKeyError: 7\n')
+        raise KeyError(7) from (cause if remote else None)
+
+    monkeypatch.setattr(store, "replay", replay)
+    assert main(["replay", str(path), "--in-process"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR: KeyError: 7\nTraceback (most recent call last):\n" in out
+    assert ('ERROR: KeyError: 7\nTraceback (most recent call last):\n  File "child.py", line 7\nKeyError: 7\n' in out) \
+        == remote
+    assert ("in replay\n" in out) != remote  # this process's frames: the stand-in replay raised it
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.sampled_from(["cpu", "cuda", "npu", "not json", "a list", "absent"]), min_size=1, max_size=3),
+       arg=st.sampled_from([None, "cpu", "cuda"]))
+def test_the_interpreter_is_chosen_first_exactly_where_every_file_replays_on_it(tmp_path: Path, files: list[str],
+                                                                             arg: str | None) -> None:
+    """_interpreter_first sets TRITON_INTERPRET=1 (before any subject imports triton) exactly where the
+    backend each file replays on (--backend, else $WY_ASCEND_BACKEND, else the file's own) is an interpreting
+    one; a malformed or missing file counts as none, so it never turns the mode on."""
+    import sys
+
+    from wy_ascend.backends import BACKEND_ENV, BACKENDS
+    from wy_ascend.cli import INTERPRET_ENV, _interpreter_first
+
+    text = {"not json": "{", "a list": "[1]"}
+    paths = []
+    for i, kind in enumerate(files):
+        path = tmp_path / f"{i}-{kind.replace(' ', '_')}.json"
+        if kind != "absent":
+            path.write_text(text.get(kind) or json.dumps({"backend": kind}))
+        paths.append(path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(BACKEND_ENV, raising=False)
+        mp.delenv(INTERPRET_ENV, raising=False)
+        mp.delitem(sys.modules, "triton", raising=False)
+        _interpreter_first(arg, paths)
+        chosen = {arg} if arg else {kind if kind in BACKENDS else None for kind in files}
+        assert (os.environ.get(INTERPRET_ENV) == "1") == all(b is not None and BACKENDS[b].interpret for b in chosen)
+
+
+@pytest.mark.parametrize("name", ["wy_ascend", "fla-ascend", "fla"])
+def test_each_property_line_of_a_subject_says_runs_skipped_or_known(name: str, capsys: pytest.CaptureFixture[str]
+                                                                    ) -> None:
+    """`wy-ascend subjects NAME`: per property, "runs"; "skipped:" with applies_to's reason; or, where it applies
+    but a known defect of the installed version covers every case of it, skipped naming that defect's file."""
+    from wy_ascend import subjects
+    from wy_ascend.testing.properties import PROPERTIES, applies_to
+
+    s = subjects.get(name)
+    assert main(["subjects", name]) == 0
+    lines = {line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  ") and line.split()[0] in PROPERTIES}
+    for prop in PROPERTIES:
+        why, known = applies_to(prop, s), s.known_everywhere(prop)
+        expected = ("skipped: " + why if why is not None else "runs" if known is None else
+                    f"skipped: every case fails its known defect {known.file} (replayed from the store)")
+        assert lines[prop] == expected, prop
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(command=st.sampled_from([["list"], ["subjects"], ["replay", "x.json"]]),
+       extra=st.lists(st.sampled_from(["--bogus", "-z", "--n=3", "--backendx"]), min_size=1, max_size=2))
+def test_an_unknown_option_of_any_command_but_fuzz_is_a_usage_error(command: list[str], extra: list[str]) -> None:
+    """Only `fuzz` passes options it does not know on (to pytest): any other command exits with argparse's
+    usage error (status 2) naming every unrecognized one, before running anything."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        main([*command, *extra])
+    assert info.value.code == 2
+    assert f"error: unrecognized arguments: {' '.join(extra)}" in err.getvalue()

@@ -7,8 +7,10 @@ import multiprocessing
 import multiprocessing.queues
 import multiprocessing.synchronize
 import os
+import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -483,3 +485,118 @@ def test_any_writes_leave_one_file_per_key_holding_its_first_record(
             assert (stored.property, stored.case) == (prop, case)
             assert (stored.failure["type"], stored.failure["message"]) == (type(error).__name__, str(error))
         assert all(content == _strict_json((directory / name).read_text()) for name, content in published)
+
+
+def _read_back(prop: str, case: Case, metrics: Any = None, version: str | None = None) -> store.StoredCase:
+    return store.StoredCase(path=Path("x.json"), schema_version=1, property=prop, case=case,
+                            failure={"metrics": metrics}, backend="cpu",
+                            versions={"wy_ascend": version or store.versions()["wy_ascend"]}, date="")
+
+
+@settings(max_examples=80, derandomize=True, database=None, deadline=None)
+@given(prop=st.sampled_from(sorted(PROPERTIES)), backend=st.sampled_from(sorted(store.BACKENDS)),
+       subject=st.sampled_from([None, "wy_ascend", "fla", "fla-ascend"]))
+def test_a_small_stored_case_is_unavailable_exactly_where_its_kind_cannot_run(prop: str, backend: str,
+                                                                             subject: str | None) -> None:
+    """unavailable() over every property, backend and subject for a case small enough for the interpreter: a
+    perf file on an interpreting backend, a history file off the cpu, a subject on a backend it does not run
+    on are each UNAVAILABLE with their own reason; any other runs (None)."""
+    from wy_ascend import subjects
+    from wy_ascend.testing import history
+
+    why = store.unavailable(_read_back(prop, Case(T=20)), backend, subject)
+    runs_on = subjects.get(subject or "wy_ascend").backends
+    if prop == "perf" and store.BACKENDS[backend].interpret:
+        assert why is not None and why.startswith("a perf case times a device")
+    elif prop == "history" and backend != "cpu":
+        assert why == history.refuses(backend)
+    elif backend not in runs_on:
+        assert why == f"subject {subject or 'wy_ascend'!r} runs on the backends {list(runs_on)}, not {backend!r}"
+    else:
+        assert why is None
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(prop=st.sampled_from(sorted(set(PROPERTIES) - {"perf"})), dtype=st.sampled_from(["float32", "bfloat16"]),
+       tols=st.tuples(st.floats(1e-8, 1.0), st.floats(1e-8, 1.0)), same=st.booleans(), old=st.booleans())
+def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: str, dtype: str,
+                                                                         tols: tuple[float, float], same: bool,
+                                                                         old: bool) -> None:
+    """bound_changes names a changed bound: for any property but the oracle, that property's bound (and the
+    versions it changed between, where they differ); for a float32 oracle file, FP32_RTOL; an unchanged bound
+    no line."""
+    from wy_ascend.testing.properties import FP32_RTOL
+
+    rec, cur = tols[0], tols[0] if same else tols[1]
+    stored = _read_back(prop, Case(T=20, dtype=dtype), {"w": {"tol": rec}}, "0.0.1" if old else None)
+    lines = store.bound_changes(stored, {"w": {"tol": cur}})
+    if same or rec == cur:
+        assert lines == []
+        return
+    if prop != "oracle":
+        why = f"the {prop} property's bound changed"
+    elif dtype == "float32":
+        why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}"
+    else:
+        assert len(lines) == 1 and lines[0].startswith(f"w: recorded tol {rec:.3e}, now {cur:.3e}: the bfloat16 ")
+        return
+    since = f" (recorded with wy_ascend 0.0.1, now {store.versions()['wy_ascend']})" if old else ""
+    assert lines == [f"w: recorded tol {rec:.3e}, now {cur:.3e}: {why}{since}"]
+
+
+NUMBER_OR_NOT = st.one_of(st.floats(1e-3, 10.0), st.none(), st.just("0.5"), st.just([0.5]))
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(rec=NUMBER_OR_NOT, cur=NUMBER_OR_NOT, fwd=st.floats(1e-3, 10.0))
+def test_a_perf_bound_is_compared_only_where_both_runs_recorded_a_number(rec: Any, cur: Any, fwd: float) -> None:
+    """_perf_bound_changes skips an op whose recorded or current bound_ms is no number (absent, null, text),
+    and still names another op's bound that moved past PERF_BOUND_DRIFT."""
+    lines = store._perf_bound_changes({"bwd": {"bound_ms": rec}, "fwd": {"bound_ms": fwd}},
+                                      {"bwd": {"bound_ms": cur}, "fwd": {"bound_ms": fwd * 2}})
+    numbers = all(isinstance(x, float) for x in (rec, cur))
+    named = numbers and abs(cur - rec) > store.PERF_BOUND_DRIFT * rec
+    assert [line.split(":")[0] for line in lines] == [*(["bwd"] if named else []), "fwd"]
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(x=st.one_of(st.complex_numbers(allow_nan=False), st.sampled_from([torch.float32, torch.device("cpu"),
+                                                                        Path("a/b"), frozenset({1}), object])))
+def test_a_value_json_cannot_hold_is_stored_as_its_text(x: Any) -> None:
+    """json_safe stores a value of no JSON type (a dtype, a device, a path, a complex number, a set) as its
+    str, alone and inside a mapping or list, so the file can always be written."""
+    assert store.json_safe(x) == str(x)
+    assert store.json_safe({"k": [x, 1]}) == {"k": [str(x), 1]}
+    assert json.loads(json.dumps(store.json_safe([x]))) == [str(x)]
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(name=st.one_of(st.text(max_size=12), st.sampled_from([p.upper() for p in PROPERTIES])))
+def test_storing_a_failure_of_no_property_is_refused_naming_it(tmp_path_factory: pytest.TempPathFactory,
+                                                               name: str) -> None:
+    """store_failure writes files of the suite's properties only: any other name is a ValueError naming it,
+    and nothing is written."""
+    if name in PROPERTIES:
+        return
+    directory = tmp_path_factory.mktemp("store")
+    with pytest.raises(ValueError, match=f"^property must be one of .*, got {re.escape(repr(name))}$"):
+        store.store_failure(name, Case(), PropertyFailure("x"), directory)
+    assert list(directory.iterdir()) == []
+
+
+@pytest.mark.parametrize("there", [False, True])
+def test_without_hard_links_a_new_file_is_created_exclusively_and_an_existing_one_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, there: bool) -> None:
+    """On a filesystem without hard links (os.link raises OSError), _write_new falls back to an exclusive
+    create: a new name gets the text (True), an existing file is never overwritten (False); no temp file stays."""
+    path = tmp_path / "f.json"
+    if there:
+        path.write_text("first")
+
+    def no_links(src: str, dst: str) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert store._write_new(path, "second") is not there
+    assert path.read_text() == ("first" if there else "second")
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]

@@ -325,18 +325,17 @@ def _bf16_arithmetic_once() -> None:
 
 # ----------------------------------------------------------------------------- Ascend emulation
 
-_TRITON_DIR = Path("/nonexistent")  # set on install: frames under it are the interpreter's, not the kernel's
-
-
 def _kernel_location() -> str:
     """``kernel (file:line) -> helper (file:line) -> ...`` of the kernel source being interpreted
     now: the frames outside triton and this module, outermost first, up to the launch."""
-    here = Path(__file__).resolve()
+    import triton
+
+    here, triton_dir = Path(__file__).resolve(), Path(triton.__file__).resolve().parent  # frames of neither
     chain = []
     frame = sys._getframe(1)
     while frame is not None and type(frame.f_locals.get("self")).__name__ != "GridExecutor":
         path = Path(frame.f_code.co_filename).resolve()
-        if path != here and _TRITON_DIR not in path.parents:
+        if path != here and triton_dir not in path.parents:
             chain.append(f"{frame.f_code.co_name} ({path.name}:{frame.f_lineno})")
         frame = frame.f_back  # type: ignore[assignment]
     return " -> ".join(reversed(chain)) or "an unknown location"
@@ -442,11 +441,9 @@ def _dot_operand(x: Any) -> Any:
 def _install_emulation_once() -> None:
     """Wrap the interpreter builder's dot, loads and stores and the launch's argument copy with
     the emulation hooks; each hook does nothing while ``_STATE.active`` is false."""
-    global _TRITON_DIR
     import triton
     from triton.runtime import interpreter
 
-    _TRITON_DIR = Path(triton.__file__).resolve().parent
     builder = type(interpreter.interpreter_builder)
     create_dot, masked_load, masked_store = builder.create_dot, builder.create_masked_load, builder.create_masked_store
     create_barrier, set_grid_idx, set_grid_dim = builder.create_barrier, builder.set_grid_idx, builder.set_grid_dim

@@ -43,10 +43,6 @@ class Problem:
     # host read of cu_seqlens (or the caller's checked chunk_indices).
     chunk_indices: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def BH(self) -> int:
-        return self.B * self.HV
-
 
 def _tensor(name: str, x: object) -> torch.Tensor:
     """Region: any object but a tensor (lists, arrays, scalars, strings; None where the argument is

@@ -42,8 +42,7 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
 * the interpreter's patches, applied once (``interpreter._patch_language_once``,
   ``interpreter._memoize_np_dtypes_once`` whose memo keys a scalar type's name, the dtype being that
   type's alone, ``interpreter._round_bf16_to_nearest_once``, ``interpreter._bf16_arithmetic_once``,
-  ``interpreter._install_emulation_once``
-  which sets ``interpreter._TRITON_DIR``); ``interpreter._STATE``, reset by every launch and holding that
+  ``interpreter._install_emulation_once``); ``interpreter._STATE``, reset by every launch and holding that
   launch's allocations and accesses only.
 * ``kernels.FP32_DOT_TF32X3``: read from WY_ASCEND_FP32_DOT at import, a later change refused
   (``backends.check_fp32_dot``).
