@@ -244,7 +244,7 @@ def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(calls: list[tu
 
 @settings(max_examples=40, derandomize=True, database=None, deadline=None)
 @given(calls=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.integers(0, 7)), min_size=1, max_size=6),
-       cores=st.lists(st.integers(1, 64), min_size=8, max_size=8))
+       cores=st.lists(st.integers(1, 64), min_size=8, max_size=8, unique=True))
 def test_an_npu_device_s_core_grid_is_the_aicore_count_of_that_device(calls: list[tuple[int | None, int]],
                                                                       cores: list[int]) -> None:
     """The npu backend's core grid is the ``num_aicore`` Triton's Ascend driver reports for the tensors' device,
