@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import ops
 from wy_ascend.backends import BACKENDS, dk_sum_kernel
@@ -126,3 +128,24 @@ def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypa
     monkeypatch.setattr(invariance, "run_ops", expanded_changed(swap))
     with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys: dv"):
         check_grouped_heads(case)
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(backend=st.sampled_from(["cuda", "npu-cuda"]), group_dk=st.sampled_from([None, True, False]),
+       H=st.integers(1, 4), G=st.integers(2, 8), T=st.integers(1, 4096))
+def test_a_compiled_grouped_backward_is_compared_with_the_per_head_sum_kernel_where_its_backend_has_one(
+        backend: str, group_dk: bool | None, H: int, G: int, T: int) -> None:
+    """_dk_ways on the compiled gpu backends over drawn head groups, lengths and group_dk knobs: a backward run
+    grouped adds dk in head order and is compared with the per-value-head run (group_dk False) exactly where
+    that run sums dk in the kernel (cuda), with none where torch's sum would (npu-cuda); run per value head, it
+    is in order only where the sum kernel runs, compared with the grouped run."""
+    from wy_ascend.testing.properties.invariance import _dk_ways
+    from wy_ascend.testing.properties.common import _groups_dk
+
+    case = Case(T=T, H=H, HV=H * G, BT=64, backend=backend, knobs={} if group_dk is None else {"group_dk": group_dk})
+    b = BACKENDS[backend]
+    grouped = _groups_dk(b, case)
+    if grouped:
+        assert _dk_ways(case) == (True, {"group_dk": False} if b.dk_sum_kernel else None)
+    else:
+        assert _dk_ways(case) == ((True, {"group_dk": True}) if b.dk_sum_kernel else (False, None))
