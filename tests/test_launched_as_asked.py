@@ -12,6 +12,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import backends, ops
 from wy_ascend.backends import LaunchConfig
@@ -118,3 +120,22 @@ def test_the_emulation_knob_reaches_the_interpreter(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
     with pytest.raises(PropertyFailure, match="emulate=True"):
         run_ops(case, properties.build_inputs(case))
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(backends.BACKENDS)), kernel=st.sampled_from(["fwd", "bwd"]),
+       dtype=st.sampled_from(["float32", "bfloat16", "float16"]), lowp_dot=st.sampled_from([None, False, True]))
+def test_the_lowp_dot_flag_asked_of_a_launch_is_each_backend_s(name: str, kernel: str, dtype: str,
+                                                              lowp_dot: bool | None) -> None:
+    """_knob_flags' LOWP_DOT over every backend, op, dtype and lowp_dot knob: the interpreter runs it exactly for
+    bfloat16 with the knob on; a compiled backend without bf16 dot operands (npu, npu-cuda) never; one with them
+    (cuda) leaves it to specialization (no flag stated)."""
+    backend = backends.BACKENDS[name]
+    case = Case(dtype=dtype, backend=name)
+    flags = common._knob_flags(case, kernel, backend, LaunchConfig(lowp_dot=lowp_dot))
+    if backend.interpret:
+        assert flags["LOWP_DOT"] is (bool(lowp_dot) and dtype == "bfloat16")
+    elif not backend.lowp_dot_for_bf16:
+        assert flags["LOWP_DOT"] is False
+    else:
+        assert "LOWP_DOT" not in flags
