@@ -139,8 +139,8 @@ def test_a_compiled_grouped_backward_is_compared_with_the_per_head_sum_kernel_wh
     grouped adds dk in head order and is compared with the per-value-head run (group_dk False) exactly where
     that run sums dk in the kernel (cuda), with none where torch's sum would (npu-cuda); run per value head, it
     is in order only where the sum kernel runs, compared with the grouped run."""
-    from wy_ascend.testing.properties.invariance import _dk_ways
     from wy_ascend.testing.properties.common import _groups_dk
+    from wy_ascend.testing.properties.invariance import _dk_ways
 
     case = Case(T=T, H=H, HV=H * G, BT=64, backend=backend, knobs={} if group_dk is None else {"group_dk": group_dk})
     b = BACKENDS[backend]
