@@ -9,9 +9,11 @@ launch with itself and pass. Only a look at the launches themselves sees it.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,3 +141,30 @@ def test_the_lowp_dot_flag_asked_of_a_launch_is_each_backend_s(name: str, kernel
         assert flags["LOWP_DOT"] is False
     else:
         assert "LOWP_DOT" not in flags
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(dtype=st.sampled_from(["float32", "bfloat16", "float16"]), wrong=st.sampled_from([None, "w", "u"]),
+       to=st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]))
+def test_an_output_in_another_dtype_than_the_contract_fails(dtype: str, wrong: str | None, to: torch.dtype) -> None:
+    """run_ops over drawn I/O dtypes and a forward (of a stand-in forward-only subject) returning one output in
+    another dtype: a PropertyFailure naming that output, its dtype and the one expected; in k's dtype, the
+    outputs pass as returned."""
+    case = Case(T=16, HV=1, dtype=dtype, backend="cpu")
+    inputs = case.build_inputs()
+    own = getattr(torch, dtype)
+    made: dict[str, torch.Tensor] = {}
+
+    def forward(**kw: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        made.update({n: torch.zeros(2, dtype=to if n == wrong else own) for n in ("w", "u")})
+        return made["w"], made["u"]
+
+    subject = SimpleNamespace(ops=lambda backend: (forward, None), foreign=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "subject_of", lambda case: subject)
+        if wrong is not None and to != own:
+            with pytest.raises(PropertyFailure, match="outputs of the wrong dtype") as e:
+                run_ops(case, inputs)
+            assert e.value.metrics == {"dtypes": {wrong: f"{to} (expected {own})"}}
+        else:
+            assert run_ops(case, inputs) == made
