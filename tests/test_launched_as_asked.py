@@ -9,6 +9,7 @@ launch with itself and pass. Only a look at the launches themselves sees it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from types import SimpleNamespace
 from typing import Any
 
@@ -168,3 +169,34 @@ def test_an_output_in_another_dtype_than_the_contract_fails(dtype: str, wrong: s
             assert e.value.metrics == {"dtypes": {wrong: f"{to} (expected {own})"}}
         else:
             assert run_ops(case, inputs) == made
+
+
+@functools.cache
+def _one_launch(kernel: str, HV: int) -> tuple[Case, Any]:
+    """A persistent case of HV value heads and its one launch of ``kernel`` (run once: shrinking reuses it)."""
+    case = CASE.replace(H=1, HV=HV, knobs={**KNOBS, "mode": "persistent", "group_dk": False})
+    (launch,) = _launches(case, kernel)
+    return case, launch
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(kernel=st.sampled_from(["fwd", "bwd"]), HV=st.sampled_from([2, 3, 4]), at=st.floats(0, 1, exclude_max=True))
+def test_launches_splitting_a_row_of_heads_cover_each_task_once(kernel: str, HV: int, at: float) -> None:
+    """A persistent launch whose task count is no whole number of head rows runs its last row's first heads (the
+    kernel's f -> (t_offset + f // bh_count, bh_offset + f % bh_count)): the plan's one launch split at a drawn
+    task inside a row, the row's other heads launched next, passes as running every task once; without that
+    next launch the split row's other heads run never."""
+    case, (call, grid, kw) = _one_launch(kernel, HV)
+    total, BH = kw["num_tasks"], kw["bh_count"]
+    rows = total // BH
+    s = min(total - 1, max(1, int(at * total)))
+    if s % BH == 0:
+        s += 1
+    r, rest = divmod(s, BH)
+    split = [(call, grid, {**kw, "num_tasks": s}),
+             (call, grid, {**kw, "t_offset": r, "bh_offset": rest, "bh_count": BH - rest, "num_tasks": BH - rest})]
+    if r + 1 < rows:
+        split.append((call, grid, {**kw, "t_offset": r + 1, "num_tasks": (rows - r - 1) * BH}))
+    common._launched_as_asked(case, kernel, split)
+    with pytest.raises(PropertyFailure, match=rf"run {BH - rest} of the .* tasks never and 0 more"):
+        common._launched_as_asked(case, kernel, [split[0], *split[2:]])
