@@ -149,3 +149,28 @@ def test_a_compiled_grouped_backward_is_compared_with_the_per_head_sum_kernel_wh
         assert _dk_ways(case) == (True, {"group_dk": False} if b.dk_sum_kernel else None)
     else:
         assert _dk_ways(case) == ((True, {"group_dk": True}) if b.dk_sum_kernel else (False, None))
+
+
+@pytest.mark.parametrize("G", [2, 4])
+def test_a_forward_only_subject_s_grouped_heads_are_its_w_and_u_alone(G: int) -> None:
+    """check_grouped_heads of a forward-only subject (a stand-in taking wy_ascend's forward, no backward): w and u
+    are compared with the repeated-keys run and no dk is asked for; a forward that reads another key head than
+    its group's fails."""
+    from types import SimpleNamespace
+
+    from wy_ascend.testing.properties import common
+
+    case = Case(T=20, H=2, HV=2 * G, K=16, V=16, BT=16, backend="cpu")
+
+    def subject(shifted: bool) -> SimpleNamespace:
+        def forward(k: torch.Tensor, **kw: object) -> object:
+            return ops.recompute_w_u_fwd(k.roll(1, 2) if shifted and k.shape[2] > 1 else k, **kw, backend="cpu")
+        return SimpleNamespace(ops=lambda backend: (forward, None), foreign=True)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "subject_of", lambda case: subject(False))
+        metrics = check_grouped_heads(case)
+        assert not {"dk", "dv", "dbeta", "dg"} & set(metrics) and {"w", "u"} <= set(metrics)
+        mp.setattr(common, "subject_of", lambda case: subject(True))
+        with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys"):
+            check_grouped_heads(case)
