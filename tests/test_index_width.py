@@ -337,3 +337,36 @@ def test_a_device_subject_takes_the_real_size_run(monkeypatch) -> None:
     ops = Ops(lambda *a: (None, None), None, torch.device("meta"))
     assert check_index_width(SMALL, ops) == {"real": 1} and ran == ["meta"]
     assert "real" not in check_index_width(SMALL, ops._replace(device=torch.device("cpu"))) and ran == ["meta"]
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(calls=st.lists(st.tuples(st.booleans(), st.lists(st.booleans(), min_size=1, max_size=4)), min_size=1, max_size=3),
+       data=st.data())
+def test_this_project_s_ops_record_each_launch_that_bypasses_triton_s_run(calls: list[tuple[bool, list[bool]]],
+                                                                         data: st.DataObject) -> None:
+    """subject_ops' observer over drawn op calls (stand-ins for ops._Call: direct or not, each launch compiled or
+    not) and launch orders: record_launch gets a launch's kernel and arguments exactly where its call launches
+    directly and its i-th launch (counted per call, in plan order) is a compiled kernel, cuda's bypass of
+    Triton's run, which compiles would otherwise never see."""
+    from types import SimpleNamespace
+
+    from wy_ascend import ops as wy_ops
+    from wy_ascend import subjects
+
+    stand_ins = [SimpleNamespace(direct=d, compiled=[object() if c else None for c in compiled], kernel=f"k{j}")
+                 for j, (d, compiled) in enumerate(calls)]
+    order = data.draw(st.permutations([(j, i) for j, (_, c) in enumerate(calls) for i in range(len(c))]))
+    order = sorted(order, key=lambda ji: ji[1])  # each call's launches in plan order, calls interleaved
+    recorded: list[tuple[str, dict[str, int]]] = []
+
+    def forward(*a: object, config: object) -> None:
+        for j, i in order:
+            for observer in wy_ops._OBSERVERS:
+                observer(stand_ins[j], (1,), {"launch": i})
+
+    subject = SimpleNamespace(ops=lambda name: (forward, forward), foreign=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subjects, "get", lambda name: subject)
+        mp.setattr(scaling, "record_launch", lambda kernel, kw: recorded.append((kernel, kw)))
+        subject_ops(Case(T=16, backend="cpu")).forward()
+    assert recorded == [(f"k{j}", {"launch": i}) for j, i in order if calls[j][0] and calls[j][1][i]]
