@@ -279,6 +279,74 @@ def test_a_cuda_device_s_core_grid_is_the_sm_count_of_that_device(calls: list[tu
             backends._device_cores.cache_clear()
 
 
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(calls=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.integers(0, 7)), min_size=1, max_size=6),
+       cores=st.lists(st.integers(1, 64), min_size=8, max_size=8, unique=True))
+def test_an_npu_device_s_core_grid_is_the_aicore_count_of_that_device(calls: list[tuple[int | None, int]],
+                                                                      cores: list[int]) -> None:
+    """The npu backend's core grid is the ``num_aicore`` Triton's Ascend driver reports for the tensors' device,
+    for an unindexed ``npu`` the one torch_npu calls current, over drawn (index, current device) call sequences
+    on hosts of unlike NPUs (stand-ins for torch.npu, the driver and the device: torch.device("npu") needs torch_npu)."""
+    import triton.runtime
+
+    def npu(index: int | None) -> Any:
+        return SimpleNamespace(type="npu", index=index)
+
+    utils = SimpleNamespace(get_device_properties=lambda i: {"num_aicore": cores[i]})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(triton.runtime.driver, "active", SimpleNamespace(utils=utils))
+        backends._device_cores.cache_clear()
+        try:
+            for index, current in calls:
+                mp.setattr(torch, "npu", SimpleNamespace(current_device=lambda current=current: current), raising=False)
+                assert BACKENDS["npu"].num_cores(npu(index)) == cores[current if index is None else index]
+        finally:
+            backends._device_cores.cache_clear()
+
+
+KNOB = st.sampled_from([None, False, True])
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(BACKENDS)), emulate=KNOB, dot_guard=KNOB, gate_head_major=KNOB,
+       emulation_default=st.booleans())
+def test_a_launch_variant_is_the_backend_s_own_but_for_the_knobs_and_never_unguarded_under_emulation(
+        name: str, emulate: bool | None, dot_guard: bool | None, gate_head_major: bool | None,
+        emulation_default: bool) -> None:
+    """Backend.variant over every backend, variant knob and emulation default: emulation is asked of the
+    interpreter only (ValueError naming the backend elsewhere), an unguarded variant under Ascend emulation
+    is refused (a dot may clobber its reused operand there), and otherwise each knob overrides the backend."""
+    backend = BACKENDS[name]
+    config = LaunchConfig(emulate=emulate, dot_guard=dot_guard, gate_head_major=gate_head_major)
+    guard = backend.dot_guard if dot_guard is None else dot_guard
+    emulated = backend.interpret and (emulation_default if emulate is None else emulate)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(backends, "_emulation_default", lambda: emulation_default)
+        if emulate and not backend.interpret:
+            with pytest.raises(ValueError, match=f"config.emulate=True needs the cpu backend .*not '{name}'"):
+                backend.variant(config)
+        elif emulated and not guard:
+            with pytest.raises(ValueError, match="config.dot_guard=False .* pass emulate=False"):
+                backend.variant(config)
+        else:
+            head_major = backend.gate_head_major if gate_head_major is None else gate_head_major
+            assert backend.variant(config) == (guard, head_major, emulated)
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(BACKENDS)), dk_sum_kernel=KNOB)
+def test_the_dk_sum_kernel_knob_is_the_interpreter_s_alone(name: str, dk_sum_kernel: bool | None) -> None:
+    """Backend.sums_dk_in_kernel: the knob, given, decides on the interpreter and is a ValueError naming the
+    backend on the compiling ones (which keep their own way); unset, each backend's own way."""
+    backend = BACKENDS[name]
+    config = LaunchConfig(dk_sum_kernel=dk_sum_kernel)
+    if dk_sum_kernel is not None and not backend.interpret:
+        with pytest.raises(ValueError, match=f"config.dk_sum_kernel is for the cpu backend .*not '{name}'"):
+            backend.sums_dk_in_kernel(config)
+    else:
+        assert backend.sums_dk_in_kernel(config) is (backend.dk_sum_kernel if dk_sum_kernel is None else dk_sum_kernel)
+
+
 @settings(max_examples=60, derandomize=True, database=None, deadline=None)
 @given(case=plan_cases(), backend=st.sampled_from(["cpu", "npu", "cuda"]))
 def test_a_case_without_a_device_plans_with_the_interpreter_s_cores(case: Case, backend: str) -> None:

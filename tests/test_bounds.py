@@ -312,3 +312,23 @@ def test_an_output_the_op_returns_as_none_fails_naming_it(missing: set[str], abs
             return
         with pytest.raises(PropertyFailure, match=re.escape(f"outputs missing: {sorted(missing - absent)}") + "$"):
             properties.compare_to_oracle(got, None, "float32")  # type: ignore[arg-type]
+
+
+@given(dtype=st.sampled_from(sorted(UNIT_ROUNDOFF)),
+       own=st.dictionaries(st.sampled_from(["w", "u", "dk", "dg"]), st.sampled_from(sorted(UNIT_ROUNDOFF)), min_size=1),
+       ratios=st.lists(st.floats(0, 1), min_size=16, max_size=16))
+def test_float32_is_never_a_dtype_bound_and_an_all_float32_output_keeps_fp32_rtol(dtype: str, own: dict[str, str],
+                                                                                 ratios: list[float]) -> None:
+    """Over drawn op dtypes, output dtypes and bound terms: precisions holds only dtypes below float32 (so
+    _bound is asked of bf16/fp16 alone), and _bounds gives an output held to none of them exactly FP32_RTOL, and
+    one held to some the largest of their _bound terms."""
+    precs = properties.bounds.precisions(dtype, own)
+    assert all("float32" not in ds and set(ds) == {dtype, own[n]} - {"float32"} for n, ds in precs.items())
+    at = 0
+    for (name, ds), got in zip(precs.items(), properties.bounds._bounds(precs, ratios), strict=True):
+        if not ds:
+            assert got == {"tol": FP32_RTOL}, name
+        else:
+            tols = [properties.bounds._bound(d, ratios[at + 2 * i], ratios[at + 2 * i + 1]) for i, d in enumerate(ds)]
+            assert got["tol"] == max(tols) > 0, name
+        at += 2 * len(ds)

@@ -225,3 +225,126 @@ def test_a_launch_is_keyed_from_upstream_triton_s_per_device_binder(monkeypatch)
     key33, _ = compiles._named_key(jit, (None, 18, 33), {})
     assert key32 == (("x", "*fp32:D"), ("T", "i32"), ("n", "i32:D"), ("BT", "=16")) and options == "num_warps=4"
     assert compiles.differing([key32, key33]) == {"n": ["i32:D", "i32:"]}
+
+
+def _stand_in_device(mp: pytest.MonkeyPatch) -> None:
+    """Triton's driver answering device 0 as current (as test_a_launch_is_keyed_from_upstream_triton_s_per_device_binder)."""
+    import types
+
+    from triton.runtime import driver
+
+    mp.setattr(driver, "_active", types.SimpleNamespace(get_current_device=lambda: 0), raising=False)
+    mp.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
+
+
+PARAM = st.builds(lambda c, d: (c, d), st.booleans(), st.booleans())  # (is_constexpr, do_not_specialize)
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(flags=st.lists(PARAM, min_size=1, max_size=5), extra=st.integers(-2, 2), which=st.sampled_from(["sig", "const"]),
+       device=st.booleans())
+def test_a_binder_key_of_another_layout_is_refused_naming_the_triton_it_follows(
+        flags: list[tuple[bool, bool]], extra: int, which: str, device: bool) -> None:
+    """_named_key over drawn signatures (constexpr and unspecialized parameters) with the binder's answer
+    ``extra`` parts off: a per-device binder (triton 3.3 on) or a 3.2 binder whose parts do not match the
+    parameters is a RuntimeError naming the kernel and the Triton layout followed; a matching one is keyed
+    with a part per parameter."""
+    import types
+
+    from wy_ascend.testing import compiles
+
+    params = [types.SimpleNamespace(name=f"p{i}", is_constexpr=c, do_not_specialize=d) for i, (c, d) in enumerate(flags)]
+    runtime = [p for p in params if not p.is_constexpr]
+    specialized = [p for p in runtime if not p.do_not_specialize]
+    constexprs = [p for p in params if p.is_constexpr]
+    fn = types.SimpleNamespace(__name__="kern")
+    if device:
+        pairs = [("constexpr", 1) if p.is_constexpr else ("i32", None) for p in params]
+        pairs = pairs + [("i32", None)] * extra if extra > 0 else pairs[:max(0, len(params) + extra)]
+        jit = types.SimpleNamespace(device_caches={0: (lambda *a, **k: (None, pairs, {}),)}, params=params, fn=fn)
+        follows, wrong, names = "triton 3.6's create_function_from_signature", extra != 0, params
+    else:
+        sig = ["i32"] * max(0, len(runtime) + len(specialized) + (extra if which == "sig" else 0))
+        const = [1] * max(0, len(constexprs) + (extra if which == "const" else 0))
+        jit = types.SimpleNamespace(binder=lambda *a, **k: (None, sig, const, None, {}), params=params, fn=fn)
+        follows = "triton 3.2's JITFunction.create_binder"
+        wrong = (len(sig), len(const)) != (len(runtime) + len(specialized), len(constexprs))
+        names = runtime + constexprs
+    with pytest.MonkeyPatch.context() as mp:
+        _stand_in_device(mp)
+        if wrong:
+            with pytest.raises(RuntimeError, match=f"binder of kern returned a key of an unknown layout; "
+                                                   f"this module follows {follows}"):
+                compiles._named_key(jit, (), {})
+        else:
+            key, _ = compiles._named_key(jit, (), {})
+            assert [name for name, _ in key] == [p.name for p in names]
+
+
+def test_without_an_npu_or_cuda_triton_backend_the_interpreter_cannot_be_keyed(monkeypatch) -> None:
+    """_interpreter_backend where no installed Triton backend supports an Ascend or a CUDA target (stand-in:
+    none installed) is a RuntimeError naming both targets."""
+    import triton.backends
+
+    from wy_ascend.testing import compiles
+
+    monkeypatch.setattr(triton.backends, "backends", {})
+    with pytest.raises(RuntimeError, match=r"no installed Triton backend supports \['npu', 'cuda'\]"):
+        compiles._interpreter_backend.__wrapped__()
+
+
+def test_a_launch_of_a_kernel_that_is_not_module_level_cannot_be_keyed() -> None:
+    """_interpreted: a GridExecutor whose function is no module-level @triton.jit function (here a nested
+    function, a module-level function that is no kernel, and a function named as a module-level kernel that is
+    not that kernel's rewritten function) is a RuntimeError naming it."""
+    import types
+
+    from wy_ascend.testing import compiles
+
+    def nested(x: object) -> None:
+        return None
+
+    def impostor(x: object) -> None:
+        return None
+
+    impostor.__name__ = _offset_specialized.__name__  # found at module level: a kernel, but not this one
+    for fn in (nested, _stand_in_device, impostor):
+        with pytest.raises(RuntimeError, match=f"cannot key the launch of {fn.__name__}: it is not a module-level"):
+            compiles._interpreted(types.SimpleNamespace(fn=fn))
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(recording=st.booleans(), binder=st.sampled_from([None, "made"]), args=st.lists(st.integers(), max_size=3))
+def test_a_compiled_launch_is_recorded_with_a_binder_made_first_where_triton_makes_it_late(
+        recording: bool, binder: str | None, args: list[int]) -> None:
+    """The wrapper _install puts on JITFunction.run (a compiled backend's launches; a stand-in run and kernel):
+    inside a recorded_launches block it makes a missing binder first (triton 3.2 makes it at the first run) from
+    the current target's backend, records the launch's arguments, then runs it; outside one it only runs it."""
+    import types
+
+    import triton.compiler
+    from triton.runtime import interpreter, jit
+
+    from wy_ascend.testing import compiles
+
+    events: list[tuple] = []
+
+    def run(self: object, *a: object, grid: object, warmup: object, **kw: object) -> str:
+        events.append(("run", a, grid, warmup, kw))
+        return "ran"
+
+    kernel = types.SimpleNamespace(binder=binder, create_binder=lambda backend: events.append(("binder", backend)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__)
+        mp.setattr(jit.JITFunction, "run", run)
+        compiles._install.__wrapped__()
+        _stand_in_device(mp)
+        mp.setattr(type(triton.runtime.driver), "active",
+                   property(lambda self: types.SimpleNamespace(get_current_target=lambda: "target")), raising=False)
+        mp.setattr(triton.compiler, "make_backend", lambda target: f"backend of {target}")
+        mp.setattr(compiles, "_record", lambda j, a, kw: events.append(("record", j, a, kw)))
+        mp.setattr(compiles, "_RECORDS", [[]] if recording else [])
+        assert jit.JITFunction.run(kernel, *args, grid=(1,), warmup=False, BLOCK=16) == "ran"
+    made = [("binder", "backend of target")] if recording and binder is None else []
+    recorded = [("record", kernel, tuple(args), {"BLOCK": 16})] if recording else []
+    assert events == [*made, *recorded, ("run", tuple(args), (1,), False, {"BLOCK": 16})]

@@ -652,3 +652,28 @@ def test_the_fork_servers_wait_tells_exited_running_and_unknown_children(code: i
         running.kill()
         running.wait()
         done.wait()
+
+
+@pytest.mark.parametrize("failure", ["no libc", "no prctl"])
+def test_die_with_parent_gives_up_quietly_where_prctl_cannot_be_asked(monkeypatch, failure: str) -> None:
+    """On Linux without a loadable libc (OSError) or without its prctl (AttributeError), die_with_parent asks
+    nothing and returns: it never reads the parent's pid nor ends the process (even one whose parent is init)."""
+    import ctypes
+    import os
+    import sys
+    from types import SimpleNamespace
+
+    from wy_ascend.testing import child
+
+    def cdll(*a, **k):
+        if failure == "no libc":
+            raise OSError("libc.so.6: cannot open shared object file")
+        return SimpleNamespace()  # no prctl attribute
+
+    touched: list[str] = []
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(os, "_exit", lambda code: touched.append(f"exit {code}"))
+    monkeypatch.setattr(os, "getppid", lambda: touched.append("getppid") or 1)
+    child.die_with_parent()
+    assert touched == []

@@ -403,3 +403,119 @@ def test_a_property_is_left_out_exactly_where_the_claims_leave_it_nothing_to_dra
         why = applies_to(name, subject)
         assert (why is None) == runs, (name, why)
         assert runs or "Claims." in why
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(mode=st.sampled_from(["optional", "prebuilt"]), gate_units=st.sampled_from(["log2", "ln", "none"]),
+       cu=st.booleans(), positional=st.booleans())
+def test_chunk_indices_not_computed_inside_must_be_passed(mode: str, gate_units: str, cu: bool,
+                                                         positional: bool) -> None:
+    """Calling.chunk_indices other than 'inside' needs chunk_indices passed, positionally or by keyword: over
+    both such modes, every gate and cu_seqlens passing, a declaration passing none is refused naming keywords,
+    and the same with chunk_indices passed (positionally or by keyword) is accepted."""
+    keywords = {**({"g": "g"} if gate_units != "none" else {}), **({"cu_seqlens": "cu"} if cu else {})}
+    fields = dict(gate_units=gate_units, chunk_indices=mode,
+                  prepare_chunk_indices=(lambda c, bt: c) if mode == "prebuilt" else None)
+    with pytest.raises(DeclarationError, match=rf"^Calling\.keywords must be a mapping that passes 'chunk_indices' "
+                                               rf"\(chunk_indices is '{mode}'\)"):
+        Calling(keywords=keywords, **fields)
+    if positional:
+        Calling(forward=("k", "v", "beta", "A", "chunk_indices"), keywords=keywords, **fields)
+    else:
+        Calling(keywords={**keywords, "chunk_indices": "ci"}, **fields)
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(version=st.text(max_size=6).filter(lambda v: v not in subjects.TRITON_ASCEND_RULES))
+def test_a_target_of_an_unknown_triton_ascend_version_is_refused(version: str) -> None:
+    """Target.for_triton_ascend: a version with no rules recorded (any drawn string but the known ones) is a
+    DeclarationError naming Target.triton_ascend; each known one gives the Ascend target of its rules."""
+    with pytest.raises(DeclarationError, match=r"^Target\.triton_ascend must be one of \["):
+        Target.for_triton_ascend(version)
+    for known, rules in subjects.TRITON_ASCEND_RULES.items():
+        assert Target.for_triton_ascend(known) == Target("ascend", rules, known)
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(covers=st.one_of(st.integers(), st.floats(), st.booleans(), st.binary(max_size=4),
+                        st.lists(st.text(max_size=3), max_size=2), st.dictionaries(st.text(max_size=2), st.integers())))
+def test_a_known_defect_s_covers_must_be_a_string(covers: Any) -> None:
+    """Known.covers: None or an expression; any other type (drawn: numbers, bytes, lists, mappings) is refused
+    by that rule, naming Known.covers."""
+    with pytest.raises(DeclarationError, match=r"^Known\.covers must be None or an expression \(a string\)"):
+        Known("1", "oracle-x.json", covers)
+
+
+def _echo(seen: dict[str, Any], out: Any = None) -> Any:
+    def op(*args: Any, **kw: Any) -> Any:
+        seen.update(args=args, kw=kw)
+        return out
+    return op
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(BT=st.sampled_from([16, 32, 64]), chunk_size=st.one_of(st.none(), st.sampled_from(["chunk_size", "BT"])),
+       inside=st.booleans(), passed_ci=st.booleans())
+def test_the_adapter_passes_bt_by_its_keyword_and_no_chunk_indices_to_a_subject_computing_them(
+        BT: int, chunk_size: str | None, inside: bool, passed_ci: bool) -> None:
+    """Over chunk sizes and chunk-size keywords: a subject taking BT by keyword gets A's last dim there (none
+    otherwise); one computing chunk indices inside never gets the caller's, even naming a keyword for them."""
+    seen: dict[str, Any] = {}
+    calling = Calling(chunk_size=chunk_size, chunk_indices="inside" if inside else "optional")
+    s = _subject(forward=_echo(seen), calling=calling, target=subjects.HOST)
+    x = Case(cu_seqlens=(0, 5, 40), BT=BT).build_inputs()
+    ci = torch.tensor([[0, 0], [1, 0]]) if passed_ci else None  # the caller's (their values are not read)
+    s.ops("cpu")[0](x.k, x.v, x.beta, x.A, x.g, x.cu_seqlens, ci)
+    assert seen["kw"].get(chunk_size) == (BT if chunk_size else None)
+    assert seen["kw"].get("chunk_indices") is (None if inside else ci)
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(use_g=st.booleans(), layout=st.sampled_from(["token", "head"]))
+def test_a_gateless_subject_is_passed_no_g_and_refuses_one(use_g: bool, layout: str) -> None:
+    """A subject of gate_units 'none' (declared with the default keywords, g among them) is called without a g
+    keyword when the call passes none, and a call passing a g tensor is a ValueError naming the subject."""
+    seen: dict[str, Any] = {}
+    calling = Calling(gate_units="none", gate_layout=layout)
+    s = _subject(forward=_echo(seen), calling=calling, target=subjects.HOST)
+    x = Case(T=20, BT=16, use_g=use_g).build_inputs()
+    if use_g:
+        with pytest.raises(ValueError, match="subject 'probe' takes no gate"):
+            s.ops("cpu")[0](x.k, x.v, x.beta, x.A, x.g)
+        assert not seen
+    else:
+        s.ops("cpu")[0](x.k, x.v, x.beta, x.A, None)
+        assert "g" not in seen["kw"]
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(layout=st.sampled_from(["token", "head"]), gated=st.booleans(), HV=st.integers(1, 3), T=st.integers(2, 5))
+def test_a_head_major_backward_s_dbeta_and_dg_come_back_token_major(layout: str, gated: bool, HV: int,
+                                                                    T: int) -> None:
+    """The backward's (dk, dv, dbeta, dg) of a head-major subject ([B,HV,T] gates) come back [B,T,HV]: dbeta
+    always, dg where the call passed g (an ungated dg is returned as given); a token-major subject's as given."""
+    dbeta, dg = torch.rand(1, HV, T), torch.rand(1, HV, T)
+    out = (torch.rand(1), torch.rand(2), dbeta, dg)
+    s = _subject(backward=_echo({}, out), calling=Calling(gate_layout=layout), target=subjects.HOST)
+    x = Case(T=T, HV=HV, BT=16, use_g=gated).build_inputs()
+    got = s.ops("cpu")[1](x.k, x.v, x.beta, x.A, x.k, x.v, x.g if gated else None)
+    assert got[0] is out[0] and got[1] is out[1]
+    head = layout == "head"
+    assert torch.equal(got[2], dbeta.transpose(1, 2) if head else dbeta)
+    assert torch.equal(got[3], dg.transpose(1, 2) if head and gated else dg)
+
+
+def test_registering_what_is_no_subject_or_another_under_a_taken_name_is_refused(monkeypatch) -> None:
+    """_register: a non-Subject is refused naming its type; a different subject of a loaded name from another
+    source is refused naming both sources; a loaded name loads as the subject registered; is_known says
+    whether a name loads (an unknown one: False)."""
+    monkeypatch.setattr(subjects, "SUBJECTS", {})
+    with pytest.raises(DeclarationError, match="import path a:b must name a wy_ascend.subjects.Subject, got dict"):
+        subjects._register({}, "import path a:b")
+    first = subjects._register(_subject(), "import path a:b")
+    assert subjects.load("probe") is first and subjects.is_known("probe")
+    assert subjects._register(_subject(), "import path a:b") is first  # the same source again
+    with pytest.raises(DeclarationError, match="import path c:d declares subject 'probe', already loaded from "
+                                               "import path a:b"):
+        subjects._register(_subject(version="2"), "import path c:d")
+    assert not subjects.is_known("no-such-subject") and not subjects.is_known("no_such_package.module:SUBJECT")

@@ -275,9 +275,16 @@ def test_out_of_memory_is_told_by_type_or_by_the_drivers_words() -> None:
     assert not out_of_memory(ValueError("memory_layout: w differs"))
 
 
-def test_a_device_backends_ledger_is_its_current_devices_at_the_budget_fraction(monkeypatch) -> None:
-    """ledger_for: a cuda case reserves in the ledger of the process's current device, with
-    BUDGET_FRACTION of that device's memory (here a stand-in device: no GPU on this machine)."""
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(backend=st.sampled_from(["cuda", "npu", "npu-cuda"]), current=st.integers(0, 7),
+       totals=st.lists(st.integers(1, 1 << 40), min_size=8, max_size=8, unique=True))
+def test_a_device_backends_ledger_is_its_current_devices_at_the_budget_fraction(backend: str, current: int,
+                                                                              totals: list[int]) -> None:
+    """ledger_for: a case of a device backend reserves in the ledger of the process's current device of that
+    backend's kind (torch_npu's for npu, torch.cuda's for cuda and npu-cuda), with BUDGET_FRACTION of that
+    device's memory, over drawn current devices and memory sizes (stand-in devices, torch_npu and torch.npu:
+    no GPU or NPU on this machine)."""
+    import sys
     import types
 
     import torch
@@ -285,12 +292,38 @@ def test_a_device_backends_ledger_is_its_current_devices_at_the_budget_fraction(
     import wy_ascend.backends as backends
     import wy_ascend.testing.device_memory as dm
 
-    monkeypatch.setattr(backends, "check_available", lambda backend: None)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=1000 * (i + 1)))
-    ledger = dm.ledger_for(Case(backend="cuda"))
-    assert ledger is not None and ledger.path.name == "wy-ascend-memory-cuda3.json"
-    assert ledger.budget == int(4000 * dm.BUDGET_FRACTION) and 0 < dm.BUDGET_FRACTION < 1
+    def props(i: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(total_memory=totals[i])
+
+    other = (current + 1) % 8  # the other kind's current device: never read
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(backends, "check_available", lambda backend: None)
+        mp.setattr(torch.cuda, "current_device", lambda: other if backend == "npu" else current)
+        mp.setattr(torch.cuda, "get_device_properties", props)
+        mp.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+        mp.setattr(torch, "npu", types.SimpleNamespace(current_device=lambda: current if backend == "npu" else other,
+                                                      get_device_properties=props), raising=False)
+        ledger = dm.ledger_for(Case(backend=backend))
+    kind = "npu" if backend == "npu" else "cuda"
+    assert ledger is not None and ledger.path.name == f"wy-ascend-memory-{kind}{current}.json"
+    assert ledger.budget == int(totals[current] * dm.BUDGET_FRACTION) and 0 < dm.BUDGET_FRACTION < 1
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(pid=st.integers(1, 1 << 22), answer=st.sampled_from([None, ProcessLookupError, PermissionError]))
+def test_a_holder_is_alive_unless_no_process_has_its_pid(pid: int, answer: type[Exception] | None) -> None:
+    """_alive (whose held and waiting entries a ledger keeps): a pid is dead only where signal 0 finds no such
+    process; one that exists, signalable or owned by another user (PermissionError), is alive (stand-in kill)."""
+    import wy_ascend.testing.device_memory as dm
+
+    def kill(p: int, sig: int) -> None:
+        assert (p, sig) == (pid, 0)
+        if answer is not None:
+            raise answer()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dm.os, "kill", kill)
+        assert dm._alive(pid) is (answer is not ProcessLookupError)
 
 
 @pytest.mark.parametrize(("H", "HV", "K", "V"), [(32, 32, 16, 256), (32, 32, 256, 16), (4, 32, 64, 128), (16, 16, 200, 200)])

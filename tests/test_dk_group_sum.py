@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import ops
 from wy_ascend.backends import BACKENDS, dk_sum_kernel
@@ -126,3 +128,49 @@ def test_grouped_heads_holds_compiled_backends_to_two_compiles_rounding(monkeypa
     monkeypatch.setattr(invariance, "run_ops", expanded_changed(swap))
     with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys: dv"):
         check_grouped_heads(case)
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(backend=st.sampled_from(["cuda", "npu-cuda"]), group_dk=st.sampled_from([None, True, False]),
+       H=st.integers(1, 4), G=st.integers(2, 8), T=st.integers(1, 4096))
+def test_a_compiled_grouped_backward_is_compared_with_the_per_head_sum_kernel_where_its_backend_has_one(
+        backend: str, group_dk: bool | None, H: int, G: int, T: int) -> None:
+    """_dk_ways on the compiled gpu backends over drawn head groups, lengths and group_dk knobs: a backward run
+    grouped adds dk in head order and is compared with the per-value-head run (group_dk False) exactly where
+    that run sums dk in the kernel (cuda), with none where torch's sum would (npu-cuda); run per value head, it
+    is in order only where the sum kernel runs, compared with the grouped run."""
+    from wy_ascend.testing.properties.common import _groups_dk
+    from wy_ascend.testing.properties.invariance import _dk_ways
+
+    case = Case(T=T, H=H, HV=H * G, BT=64, backend=backend, knobs={} if group_dk is None else {"group_dk": group_dk})
+    b = BACKENDS[backend]
+    grouped = _groups_dk(b, case)
+    if grouped:
+        assert _dk_ways(case) == (True, {"group_dk": False} if b.dk_sum_kernel else None)
+    else:
+        assert _dk_ways(case) == ((True, {"group_dk": True}) if b.dk_sum_kernel else (False, None))
+
+
+@pytest.mark.parametrize("G", [2, 4])
+def test_a_forward_only_subject_s_grouped_heads_are_its_w_and_u_alone(G: int) -> None:
+    """check_grouped_heads of a forward-only subject (a stand-in taking wy_ascend's forward, no backward): w and u
+    are compared with the repeated-keys run and no dk is asked for; a forward that reads another key head than
+    its group's fails."""
+    from types import SimpleNamespace
+
+    from wy_ascend.testing.properties import common
+
+    case = Case(T=20, H=2, HV=2 * G, K=16, V=16, BT=16, backend="cpu")
+
+    def subject(shifted: bool) -> SimpleNamespace:
+        def forward(k: torch.Tensor, **kw: object) -> object:
+            return ops.recompute_w_u_fwd(k.roll(1, 2) if shifted and k.shape[2] > 1 else k, **kw, backend="cpu")
+        return SimpleNamespace(ops=lambda backend: (forward, None), foreign=True)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "subject_of", lambda case: subject(False))
+        metrics = check_grouped_heads(case)
+        assert not {"dk", "dv", "dbeta", "dg"} & set(metrics) and {"w", "u"} <= set(metrics)
+        mp.setattr(common, "subject_of", lambda case: subject(True))
+        with pytest.raises(PropertyFailure, match="grouped heads differ from repeated keys"):
+            check_grouped_heads(case)

@@ -5,6 +5,7 @@ used (a load, a store, a block pointer); its int64 twin, and a wrapped lane that
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ import triton  # noqa: E402  (after conftest set TRITON_INTERPRET)
 import triton.language as tl  # noqa: E402
 
 from wy_ascend import backends  # noqa: E402
+from wy_ascend.planning import UnsupportedProblemError  # noqa: E402
+from wy_ascend.testing import scaling  # noqa: E402
 from wy_ascend.testing.case import Case  # noqa: E402
 from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
 from wy_ascend.testing.index_audit import (  # noqa: E402
@@ -300,6 +303,7 @@ def _toy_ops(wide: bool) -> Ops:
 
 # A's 1 x T x 3 x 16 float16 elements: 3 * 2**30 at T = 2**26, three toy heads of 2**30 (the third's base 2**31).
 BIG = Case(T=2**26, H=3, HV=3, K=16, V=16, BT=16, dtype="float16")
+SMALL = Case(T=64, H=1, HV=1, K=16, V=16, BT=16)
 
 
 def test_the_property_fails_a_subject_whose_offsets_wrap_and_passes_its_twin() -> None:
@@ -337,12 +341,15 @@ def test_wy_ascend_keeps_every_offset_exact_at_real_sizes(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", [Case(T=40, HV=2, use_g=True, backend="cpu"),
-                                  Case(T=70, cu_seqlens=(0, 33, 70), HV=2, use_g=True, backend="cpu")])
+                                  Case(T=70, cu_seqlens=(0, 33, 70), HV=2, use_g=True, backend="cpu"),
+                                  Case(T=40, HV=2, use_g=False, backend="cpu")])
 def test_the_real_size_check_holds_the_last_chunk_to_its_oracle(case: Case) -> None:
-    """The device path (real tensors, zeros but the last chunk) at small sizes: this project's ops pass, a
-    subject whose outputs come from the neighbouring tokens' rows (what a wrapped index reads) fails."""
+    """The device path (real tensors, zeros but the last chunk) at small sizes: this project's ops pass (an
+    ungated case's absent dg is no output to compare), a subject whose outputs come from the neighbouring
+    tokens' rows (what a wrapped index reads) fails."""
     ops = subject_ops(case)
     metrics = real_size_check(case, ops)
+    assert ("dg" in metrics) == case.use_g and {"w", "u", "dk", "dv", "dbeta"} <= set(metrics)
     assert max(m["rel_rms"] for m in metrics.values() if isinstance(m, dict)) < 1e-5  # float32 kernels
     shifted = Ops(lambda *a: tuple(x.roll(1, 1) for x in ops.forward(*a)), ops.backward, ops.device)
     with pytest.raises(PropertyFailure, match=r"last chunk's outputs are wrong.*w: rel_rms"):
@@ -364,3 +371,69 @@ def test_a_loop_counter_has_its_bounds_type() -> None:
     with index_audit() as audit:
         _head_loop[(1,)](x, y, T, BLOCK=BLOCK)
     assert audit.max_offset == 2 * T + BLOCK - 1 and y[2 * T:2 * T + BLOCK].eq(1).all()
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(refusal=st.sampled_from([ValueError, UnsupportedProblemError]), text=st.text(max_size=20),
+       refuses=st.sampled_from(["fwd", "bwd", "both"]))
+def test_a_subject_refusing_the_sizes_before_any_launch_passes_with_its_refusal(refusal: type[Exception],
+                                                                                text: str, refuses: str) -> None:
+    """check_index_width on the cpu, over both refusals, their texts and which op refuses: an op refusing the
+    case before any launch is recorded as {"refused": its text} (it does not accept those sizes) and the audit
+    goes on to the other op, whose metrics are its audit's."""
+    def op(name: str) -> Any:
+        def call(*a: object) -> tuple:
+            if refuses in (name, "both"):
+                raise refusal(text)
+            return (None,) * (2 if name == "fwd" else 4)
+        return call
+
+    metrics = check_index_width(SMALL, Ops(op("fwd"), op("bwd"), torch.device("cpu")))
+    for name in ("fwd", "bwd"):
+        if refuses in (name, "both"):
+            assert metrics[name] == {"refused": text}
+        else:
+            assert metrics[name]["launches"] == 0
+
+
+def test_a_device_subject_takes_the_real_size_run(monkeypatch) -> None:
+    """check_index_width of ops on a device (any but the cpu: a stand-in meta device here) is real_size_check's
+    run, not the cpu's virtual audit; on the cpu it is the audit."""
+    ran: list[str] = []
+    monkeypatch.setattr(scaling, "real_size_check", lambda case, ops: ran.append(ops.device.type) or {"real": 1})
+    ops = Ops(lambda *a: (None, None), None, torch.device("meta"))
+    assert check_index_width(SMALL, ops) == {"real": 1} and ran == ["meta"]
+    assert "real" not in check_index_width(SMALL, ops._replace(device=torch.device("cpu"))) and ran == ["meta"]
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(calls=st.lists(st.tuples(st.booleans(), st.lists(st.booleans(), min_size=1, max_size=4)), min_size=1, max_size=3),
+       data=st.data())
+def test_this_project_s_ops_record_each_launch_that_bypasses_triton_s_run(calls: list[tuple[bool, list[bool]]],
+                                                                         data: st.DataObject) -> None:
+    """subject_ops' observer over drawn op calls (stand-ins for ops._Call: direct or not, each launch compiled or
+    not) and launch orders: record_launch gets a launch's kernel and arguments exactly where its call launches
+    directly and its i-th launch (counted per call, in plan order) is a compiled kernel, cuda's bypass of
+    Triton's run, which compiles would otherwise never see."""
+    from types import SimpleNamespace
+
+    from wy_ascend import ops as wy_ops
+    from wy_ascend import subjects
+
+    stand_ins = [SimpleNamespace(direct=d, compiled=[object() if c else None for c in compiled], kernel=f"k{j}")
+                 for j, (d, compiled) in enumerate(calls)]
+    order = data.draw(st.permutations([(j, i) for j, (_, c) in enumerate(calls) for i in range(len(c))]))
+    order = sorted(order, key=lambda ji: ji[1])  # each call's launches in plan order, calls interleaved
+    recorded: list[tuple[str, dict[str, int]]] = []
+
+    def forward(*a: object, config: object) -> None:
+        for j, i in order:
+            for observer in wy_ops._OBSERVERS:
+                observer(stand_ins[j], (1,), {"launch": i})
+
+    subject = SimpleNamespace(ops=lambda name: (forward, forward), foreign=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subjects, "get", lambda name: subject)
+        mp.setattr(scaling, "record_launch", lambda kernel, kw: recorded.append((kernel, kw)))
+        subject_ops(Case(T=16, backend="cpu")).forward()
+    assert recorded == [(f"k{j}", {"launch": i}) for j, i in order if calls[j][0] and calls[j][1][i]]

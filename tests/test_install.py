@@ -8,14 +8,19 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+import types
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import wy_ascend
-from wy_ascend.backends import NEEDS, runnable
+from wy_ascend import backends
+from wy_ascend.backends import BACKEND_ENV, BACKENDS, NEEDS, resolve_backend, runnable
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("wy_install", ROOT / "install.py")
@@ -154,3 +159,49 @@ def test_the_fuzz_session_leaves_the_store_to_regress(monkeypatch) -> None:
     assert fuzz[:4] == ("python", "-m", "pytest", "fuzz/") and "--ignore=fuzz/test_regressions.py" in fuzz
     assert "--hypothesis-show-statistics" not in fuzz and fuzz[-4:] == ("--profile", "ci", "-n", "2")
     assert regress[:4] == ("python", "-m", "pytest", "fuzz/test_regressions.py")
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(BACKENDS)), triton=st.booleans(), torch_npu=st.booleans(), npu=st.booleans())
+def test_why_a_backend_cannot_run_is_the_first_missing_piece(name: str, triton: bool, torch_npu: bool,
+                                                            npu: bool) -> None:
+    """backends._missing over every backend and drawn environments (stand-ins for find_spec, torch_npu and
+    torch.npu): without triton every backend is missing it, and then no backend is runnable; an npu backend
+    needs torch_npu installed and seeing an NPU; the reason is None only where every piece is there."""
+    installed = {"triton": triton, "torch_npu": torch_npu}
+    find_spec = importlib.util.find_spec
+    backend = BACKENDS[name]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(importlib.util, "find_spec",
+                   lambda mod, *a: (object() if installed[mod] else None) if mod in installed else find_spec(mod, *a))
+        mp.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+        mp.setattr(torch, "npu", SimpleNamespace(is_available=lambda: npu), raising=False)
+        mp.setattr(torch.cuda, "is_available", lambda: True)
+        backends._missing.cache_clear()
+        try:
+            reason = backends._missing(backend)
+            if not triton:
+                assert reason == "the `triton` module is not installed" and runnable() == []
+            elif backend.device_type == "npu" and not torch_npu:
+                assert reason == "torch_npu is not installed"
+            elif backend.device_type == "npu" and not npu:
+                assert reason == "torch_npu sees no NPU"
+            else:
+                assert reason is None
+        finally:
+            backends._missing.cache_clear()
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(device_type=st.sampled_from(["cpu", "meta", "mps", "xla", "hpu", "privateuseone"]))
+def test_a_call_naming_no_backend_runs_on_its_tensors_device_type(device_type: str) -> None:
+    """resolve_backend without a name or WY_ASCEND_BACKEND takes the backend of the tensors' device type, and
+    for a device type no backend runs raises BackendUnavailableError naming that type (drawn device types)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(BACKEND_ENV, raising=False)
+        if device_type == "cpu":
+            assert resolve_backend(None, torch.device("cpu")) is BACKENDS["cpu"]
+        else:
+            with pytest.raises(wy_ascend.BackendUnavailableError,
+                               match=f"no backend runs tensors on device type '{device_type}'"):
+                resolve_backend(None, torch.device(device_type))

@@ -9,9 +9,14 @@ launch with itself and pass. Only a look at the launches themselves sees it.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import backends, ops
 from wy_ascend.backends import LaunchConfig
@@ -118,3 +123,80 @@ def test_the_emulation_knob_reaches_the_interpreter(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(ops, "_CALLS", ops.OrderedDict())
     with pytest.raises(PropertyFailure, match="emulate=True"):
         run_ops(case, properties.build_inputs(case))
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(backends.BACKENDS)), kernel=st.sampled_from(["fwd", "bwd"]),
+       dtype=st.sampled_from(["float32", "bfloat16", "float16"]), lowp_dot=st.sampled_from([None, False, True]))
+def test_the_lowp_dot_flag_asked_of_a_launch_is_each_backend_s(name: str, kernel: str, dtype: str,
+                                                              lowp_dot: bool | None) -> None:
+    """_knob_flags' LOWP_DOT over every backend, op, dtype and lowp_dot knob: the interpreter runs it exactly for
+    bfloat16 with the knob on; a compiled backend without bf16 dot operands (npu, npu-cuda) never; one with them
+    (cuda) leaves it to specialization (no flag stated)."""
+    backend = backends.BACKENDS[name]
+    case = Case(dtype=dtype, backend=name)
+    flags = common._knob_flags(case, kernel, backend, LaunchConfig(lowp_dot=lowp_dot))
+    if backend.interpret:
+        assert flags["LOWP_DOT"] is (bool(lowp_dot) and dtype == "bfloat16")
+    elif not backend.lowp_dot_for_bf16:
+        assert flags["LOWP_DOT"] is False
+    else:
+        assert "LOWP_DOT" not in flags
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(dtype=st.sampled_from(["float32", "bfloat16", "float16"]), wrong=st.sampled_from([None, "w", "u"]),
+       to=st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]))
+def test_an_output_in_another_dtype_than_the_contract_fails(dtype: str, wrong: str | None, to: torch.dtype) -> None:
+    """run_ops over drawn I/O dtypes and a forward (of a stand-in forward-only subject) returning one output in
+    another dtype: a PropertyFailure naming that output, its dtype and the one expected; in k's dtype, the
+    outputs pass as returned."""
+    case = Case(T=16, HV=1, dtype=dtype, backend="cpu")
+    inputs = case.build_inputs()
+    own = getattr(torch, dtype)
+    made: dict[str, torch.Tensor] = {}
+
+    def forward(**kw: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        made.update({n: torch.zeros(2, dtype=to if n == wrong else own) for n in ("w", "u")})
+        return made["w"], made["u"]
+
+    subject = SimpleNamespace(ops=lambda backend: (forward, None), foreign=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "subject_of", lambda case: subject)
+        if wrong is not None and to != own:
+            with pytest.raises(PropertyFailure, match="outputs of the wrong dtype") as e:
+                run_ops(case, inputs)
+            assert e.value.metrics == {"dtypes": {wrong: f"{to} (expected {own})"}}
+        else:
+            assert run_ops(case, inputs) == made
+
+
+@functools.cache
+def _one_launch(kernel: str, HV: int) -> tuple[Case, Any]:
+    """A persistent case of HV value heads and its one launch of ``kernel`` (run once: shrinking reuses it)."""
+    case = CASE.replace(H=1, HV=HV, knobs={**KNOBS, "mode": "persistent", "group_dk": False})
+    (launch,) = _launches(case, kernel)
+    return case, launch
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(kernel=st.sampled_from(["fwd", "bwd"]), HV=st.sampled_from([2, 3, 4]), at=st.floats(0, 1, exclude_max=True))
+def test_launches_splitting_a_row_of_heads_cover_each_task_once(kernel: str, HV: int, at: float) -> None:
+    """A persistent launch whose task count is no whole number of head rows runs its last row's first heads (the
+    kernel's f -> (t_offset + f // bh_count, bh_offset + f % bh_count)): the plan's one launch split at a drawn
+    task inside a row, the row's other heads launched next, passes as running every task once; without that
+    next launch the split row's other heads run never."""
+    case, (call, grid, kw) = _one_launch(kernel, HV)
+    total, BH = kw["num_tasks"], kw["bh_count"]
+    rows = total // BH
+    s = min(total - 1, max(1, int(at * total)))
+    if s % BH == 0:
+        s += 1
+    r, rest = divmod(s, BH)
+    split = [(call, grid, {**kw, "num_tasks": s}),
+             (call, grid, {**kw, "t_offset": r, "bh_offset": rest, "bh_count": BH - rest, "num_tasks": BH - rest})]
+    if r + 1 < rows:
+        split.append((call, grid, {**kw, "t_offset": r + 1, "num_tasks": (rows - r - 1) * BH}))
+    common._launched_as_asked(case, kernel, split)
+    with pytest.raises(PropertyFailure, match=rf"run {BH - rest} of the .* tasks never and 0 more"):
+        common._launched_as_asked(case, kernel, [split[0], *split[2:]])

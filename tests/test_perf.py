@@ -4,8 +4,15 @@ must move, and the verdict on given times. The timing itself runs on a device (`
 
 from __future__ import annotations
 
+import sys
+import types
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.testing import perf
 from wy_ascend.testing.case import Case
@@ -225,3 +232,139 @@ def test_the_property_compiles_first_then_measures_and_a_slow_result_fails(monke
     monkeypatch.setattr(perf, "confirmed", slow)
     with pytest.raises(PropertyFailure, match="slower than the bound: fwd: 9 ms > bound 2 ms"):
         perf_property.check_perf(case)
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(median=st.one_of(st.integers(0, 10**6), st.floats(0, 1e6)))
+def test_do_bench_is_one_triton_median_over_the_set_warmup_and_repetition(median: float) -> None:
+    """perf.do_bench asks triton.testing.do_bench (a stand-in recording its call) for the median of ``fn`` with
+    WARMUP_MS and REP_MS, and returns it as a float, over drawn medians (ints too: float(...) of any)."""
+    import triton.testing
+
+    asked: list[tuple[Any, dict[str, Any]]] = []
+
+    def bench(fn: Any, **kw: Any) -> float:
+        asked.append((fn, kw))
+        return median
+
+    def fn() -> None:
+        return None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(triton.testing, "do_bench", bench)
+        got = perf.do_bench(fn)
+    assert type(got) is float and got == float(median)
+    assert asked == [(fn, {"warmup": perf.WARMUP_MS, "rep": perf.REP_MS, "return_mode": "median"})]
+
+
+class _FakeCuda:
+    """A stand-in torch.cuda whose events time what the test draws: the log is the order of the device work."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.log: list[str] = []
+        self.durations = iter(durations)
+        outer = self
+
+        class Event:
+            def __init__(self, enable_timing: bool) -> None:
+                assert enable_timing
+
+            def record(self) -> None:
+                outer.log.append("record")
+
+            def elapsed_time(self, end: Any) -> float:
+                return next(outer.durations)
+
+        self.Event = Event
+
+    def is_available(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+    def _sleep(self, cycles: int) -> None:
+        self.log.append(f"sleep {cycles}")
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(durations=st.lists(st.floats(0.001, 100), min_size=1, max_size=9))
+def test_cuda_device_time_is_the_median_event_time_of_flushed_spun_calls(durations: list[float]) -> None:
+    """device_time on cuda (stand-in torch.cuda, events timing drawn durations): one warm call, then per rep an
+    L2 flush of L2_FLUSH_BYTES, a spin of SLEEP_CYCLES, and the call between its start and end events, one
+    synchronize after all; the time is the median of the reps' event times (torch's lower median)."""
+    cuda = _FakeCuda(durations)
+
+    class Flush:
+        def zero_(self) -> None:
+            cuda.log.append("flush")
+
+    made: list[tuple[Any, ...]] = []
+
+    def empty(n: int, dtype: Any, device: str) -> Flush:
+        made.append((n, dtype, device))
+        return Flush()
+
+    fake = SimpleNamespace(cuda=cuda, empty=empty, uint8=torch.uint8, tensor=torch.tensor)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perf, "torch", fake)
+        got = perf.device_time.__wrapped__(lambda: cuda.log.append("call"), reps=len(durations))
+    assert got == float(torch.tensor(durations).median())
+    rep = ["flush", f"sleep {perf.SLEEP_CYCLES}", "record", "call", "record"]
+    assert cuda.log == ["call", "sync", *rep * len(durations), "sync"]
+    assert made == [(perf.L2_FLUSH_BYTES, torch.uint8, "cuda")]
+
+
+def _fake_fla(mp: pytest.MonkeyPatch, fwd: Any, bwd: Any) -> None:
+    """Put a stand-in fla-core (fla.ops.gated_delta_rule.wy_fast with ``fwd`` and ``bwd``) in sys.modules."""
+    wy_fast = types.ModuleType("fla.ops.gated_delta_rule.wy_fast")
+    wy_fast.recompute_w_u_fwd, wy_fast.prepare_wy_repr_bwd = fwd, bwd
+    gdr = types.ModuleType("fla.ops.gated_delta_rule")
+    gdr.wy_fast = wy_fast
+    for name, module in (("fla", types.ModuleType("fla")), ("fla.ops", types.ModuleType("fla.ops")),
+                         ("fla.ops.gated_delta_rule", gdr), ("fla.ops.gated_delta_rule.wy_fast", wy_fast)):
+        mp.setitem(sys.modules, name, module)
+
+
+@settings(max_examples=10, derandomize=True, database=None, deadline=None)
+@given(ours=st.floats(0.01, 10), peer=st.floats(0.01, 10))
+def test_with_fla_core_installed_its_ops_are_timed_on_the_same_tensors_as_the_peer(ours: float, peer: float) -> None:
+    """With fla-core importable (a stand-in module), peer_ops is its wy_fast forward and backward, op_calls adds
+    "fla" calls passing the case's own tensors in fla's order, and measure reports their time as peer_ms
+    (drawn times: ours and the peer's stay apart)."""
+    case = Case(B=1, T=20, H=1, HV=1, K=16, V=16, BT=16, use_g=True, backend="cpu")
+    inputs = case.build_inputs()
+    k, v, beta, A, g, dw, du, cu = inputs
+    got: list[tuple[str, tuple[Any, ...]]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        def fla_fwd(*a: Any) -> str:
+            got.append(("fwd", a))
+            return "peer"
+
+        def fla_bwd(*a: Any) -> str:
+            got.append(("bwd", a))
+            return "peer"
+
+        _fake_fla(mp, fla_fwd, fla_bwd)
+        assert perf.peer_ops() == (fla_fwd, fla_bwd)
+        calls = perf.op_calls(case, inputs)
+        assert set(calls["fwd"]) == set(calls["bwd"]) == {"ours", "fla"}
+        calls["fwd"]["fla"](), calls["bwd"]["fla"]()
+        assert [op for op, _ in got] == ["fwd", "bwd"]
+        for (_, args), want in zip(got, ((k, v, beta, A, g, cu), (k, v, beta, A, dw, du, g, cu))):
+            assert len(args) == len(want) and all(a is b for a, b in zip(args, want))
+        results = {"fwd": (torch.zeros(1),) * 2, "bwd": (torch.zeros(1),) * 4}  # ours' outputs: their bytes only
+        mp.setattr(perf, "op_calls", lambda case, inputs: {op: {"ours": lambda r=r: r, "fla": lambda: "peer"}
+                                                           for op, r in results.items()})
+        mp.setattr(perf, "device_limits", lambda device: (1e6, 1e-3))
+        metrics = perf.measure(case, inputs, timer=lambda fn: peer if fn() == "peer" else ours,
+                               device_timer=lambda fn: ours)
+    assert all(row["time_ms"] == ours and row["peer_ms"] == peer for row in metrics.values())
+
+
+def test_confirmed_without_attempts_raises_rather_than_passing(monkeypatch) -> None:
+    """confirmed's fall-through after its attempts (reached only with ATTEMPTS 0, as ATTEMPTS is 2) raises
+    instead of returning None, which would read as a pass: no measurement is taken."""
+    monkeypatch.setattr(perf, "ATTEMPTS", 0)
+    with pytest.raises(AssertionError, match="unreachable"):
+        perf.confirmed(lambda: pytest.fail("measured with no attempts"))

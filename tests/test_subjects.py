@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import builtin_subjects, subjects
 from wy_ascend.cli import main
@@ -318,3 +320,22 @@ def test_known_marks_leave_every_property_of_a_foreign_subject_cases_to_draw(nam
     muted = [prop for prop in PROPERTIES if known_everywhere(prop, name) is None
              and all(known_defect(prop, case) is not None for case in seen)]
     assert not muted, f"{name}'s known marks cover every drawn case of {muted}"
+
+
+@settings(max_examples=10, derandomize=True, database=None, deadline=None)
+@given(backend=st.sampled_from(["cuda", "npu"]), name=st.sampled_from(["fla.ops.gated_delta_rule.wy_fast", "fla.x"]),
+       why=st.sampled_from(["No module named 'fla'", "cannot import name 'wy_fast'"]))
+def test_a_fla_subject_without_fla_core_says_how_to_install_it(backend: str, name: str, why: str) -> None:
+    """_fla_module where importing fla-core fails (a stand-in import_module raising ImportError): an ImportError
+    naming the backend, the original error and the pinned install command, chained to the original."""
+    def missing(module: str) -> Any:
+        assert module == name
+        raise ImportError(why)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builtin_subjects.importlib, "import_module", missing)
+        with pytest.raises(ImportError) as e:
+            builtin_subjects._fla_module.__wrapped__(name, backend)
+    assert str(e.value) == (f"subject on {backend!r} needs fla-core ({why}); install it with pip install "
+                            f"'.[upstream]' (fla-core=={builtin_subjects._FLA_VERSION})")
+    assert isinstance(e.value.__cause__, ImportError) and str(e.value.__cause__) == why

@@ -7,9 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import triton
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from triton.runtime.autotuner import Autotuner
 
 from wy_ascend.testing import warm
@@ -225,3 +229,42 @@ def test_a_worker_keeps_one_subjects_inputs_between_its_tasks(monkeypatch: pytes
     for subject in ("a", "a", "a", "b", "b", "a"):
         assert warm.run_config(subject, torch.device("cpu"), calls_of(subject), "fwd", "ours", 0) == warm.COMPILED
     assert built == ["a", "b", "a"] and ran == ["a", "a", "a", "b", "b", "a"]
+
+
+@settings(max_examples=20, derandomize=True, database=None, deadline=None)
+@given(tasks=st.lists(st.tuples(st.sampled_from([Case(T=16), Case(T=64, HV=2), "not a case"]),
+                                st.sampled_from(["cpu", "cuda"]), st.booleans()), min_size=1, max_size=6))
+def test_a_worker_reserves_device_memory_for_each_case_it_builds_and_a_config_beyond_is_told(
+        tasks: list[tuple[Any, str, bool]]) -> None:
+    """Over drawn task sequences of cases on cpu and cuda (and a subject that is no case): run_config reserves
+    case_bytes in the case's device ledger (a stand-in) each time it builds a device case's inputs, never for
+    the cpu or a non-case subject nor for a task reusing the built inputs; a call whose autotuner has no config
+    at the task's index answers BEYOND (one that runs: COMPILED)."""
+    import torch
+
+    import wy_ascend.testing.device_memory as dm
+
+    reserved: list[int] = []
+    ledgers: list[Any] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(warm, "_CALLS", None)
+        mp.setattr(warm, "ledger_for", lambda case: ledgers.append(case) or (
+            SimpleNamespace(reserve=reserved.append) if case.backend == "cuda" else None))
+        want: list[int] = []
+        last = None
+        now = {"beyond": False}  # the task's: a reused build's call is the first build's
+
+        def call() -> None:
+            if now["beyond"]:
+                raise warm._Beyond
+
+        for subject, backend, beyond in tasks:
+            subject = subject.replace(backend=backend) if isinstance(subject, Case) else subject
+            if subject != last and isinstance(subject, Case) and backend == "cuda":
+                want.append(dm.case_bytes(subject))
+            now["beyond"] = beyond
+            got = warm.run_config(subject, torch.device("cpu"), lambda: {"fwd": {"ours": call}, "bwd": {}},
+                                  "fwd", "ours", 0)
+            assert got == (warm.BEYOND if beyond else warm.COMPILED)
+            last = subject
+    assert reserved == want and all(isinstance(c, Case) for c in ledgers)

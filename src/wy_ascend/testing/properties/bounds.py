@@ -57,7 +57,8 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
     """The bound on rel_rms for an output of ``dtype``, given its rounding error ``round_err``
     (rel_rms of the exact output rounded to ``dtype``) and ``sensitivity`` (``error_bounds``).
 
-    float32: FP32_RTOL. bf16/fp16: LOW_PRECISION_FACTOR times the larger of the output's own
+    ``dtype`` is below float32 (``precisions`` holds no float32: an output held to none of those
+    dtypes takes FP32_RTOL in ``_bounds``). LOW_PRECISION_FACTOR times the larger of the output's own
     rounding error and half an ulp, or ``sensitivity`` if that is larger: how far the exact
     output moves when its multiplicands move by half an ulp. An error below that is one the
     problem's conditioning makes of the roundings any kernel in ``dtype`` does. It matters for
@@ -69,8 +70,6 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
     the bound is what it was. The rounding error exceeds half an ulp only where the output
     underflows (or overflows) ``dtype``.
     """
-    if dtype == "float32":
-        return FP32_RTOL
     return max(LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 2), sensitivity)
 
 
