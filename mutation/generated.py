@@ -872,6 +872,7 @@ class Runner:
         self.alone: dict[str, bool] = {}  # "command index:test id" -> passes run alone unmutated (passes_alone)
         # --select: per command, the tests that executed each line of the unmutated tree (mutation/selection.py)
         self.maps: list[dict[str, dict[str, list[str]]]] | None = None
+        self.readers: selection.Readers | None = None  # who reads a module-level definition (built at first use)
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen[str]] = set()
         self.stopping = False
@@ -983,7 +984,10 @@ class Runner:
         if self.maps is None:
             return [None] * len(self.commands)
         statements = selection.changed_statements(mutant.original, mutant.mutated)
-        return selection.select(self.maps, mutant.site.file, statements, self.commands)
+        with self.lock:
+            if self.readers is None:
+                self.readers = selection.Readers(self.snapshot, PACKAGE_NAME)
+        return selection.select(self.maps, mutant.site.file, statements, self.commands, self.readers)
 
     def run(self, mutant: Mutant | None, timeout: float | None, record: bool = False) -> Outcome:
         """Run the commands on the snapshot's src/ with ``mutant`` applied (None: the baseline), each on the

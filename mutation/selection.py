@@ -30,7 +30,9 @@ What the selection can miss, and what is done about it:
 * lines run outside any test (imports, module and class bodies, a function's defaults, the case runner's
   loop, a child's start-up) carry the empty context, and a statement outside any function that the map
   lacks may have run where coverage did not look: a mutant changing either runs every test of that
-  command (``select`` gives None);
+  command (``select`` gives None), except a module or class-level definition, which runs the tests of the
+  statements that read what it defines (``Readers``): it misses a name read only through a string built at
+  run time (``getattr(m, "X" + s)``, ``globals()``), a star import, or a file other than Python source;
 * a statement inside a function that no test executed (dead code, a device-only path, or code run only in
   a process coverage does not follow: a subprocess started with an environment without
   ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
@@ -56,6 +58,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,25 +283,130 @@ def _forks(function: ast.AST) -> bool:
                for node in ast.walk(function))
 
 
+class Readers:
+    """Who reads a module-level definition of a tree: a mutant of ``X = ...`` at import time (the empty context,
+    every test) can change a run only where ``X`` is read afterwards. Statements that define names at module
+    or class level (assignments, defs and classes by their defaults, decorators and bases, imports) pass them
+    on to the definitions that read them (``B = f(A)``: B too); the statements inside functions that read any of
+    them (a name, an attribute or a string of that name) are the readers, and their tests are the mutant's.
+    A test module that mentions a name (the tests read constants as ``backends.X``) runs whole; any other file
+    of the tree that mentions one (a fuzz helper, a conftest, a script the tests start), or a module-level
+    statement that reads one and defines nothing (a call at import), leaves the statement to every test."""
+
+    def __init__(self, tree: Path, package: str = "wy_ascend") -> None:
+        src = tree / "src" / package
+        self.statements: dict[str, list[tuple[int, bool, frozenset[str], frozenset[str]]]] = {}
+        for path in sorted(src.rglob("*.py")):
+            rel = path.relative_to(src).as_posix()
+            self.statements[rel] = list(_definitions(ast.parse(path.read_text())))
+        self.others: dict[str, str] = {}  # path -> text, every other Python file of the tree
+        for path in sorted(tree.rglob("*.py")):
+            rel = path.relative_to(tree).as_posix()
+            if not rel.startswith(f"src/{package}/") and not any(p.startswith(".") for p in path.parts[len(tree.parts):]):
+                self.others[rel] = path.read_text(errors="replace")
+
+    def of(self, file: str, line: int) -> tuple[list[tuple[str, int]], set[str]] | None:
+        """(reader statements as (file, line), test modules naming one) of the module-level statement at
+        ``line`` of ``file``, or None where the selection cannot be narrowed (the class doc)."""
+        found = [(defines, reads) for n, inside, defines, reads in self.statements.get(file, []) if n == line and not inside]
+        if not found or not found[0][0]:
+            return None
+        names = set(found[0][0])
+        grew = True
+        while grew:  # definitions that read a changed name change with it
+            grew = False
+            for rel, stmts in self.statements.items():
+                for n, inside, defines, reads in stmts:
+                    if inside or (rel, n) == (file, line) or not reads & names:
+                        continue
+                    if not defines:
+                        return None
+                    if not defines <= names:
+                        names |= defines
+                        grew = True
+        readers = [(rel, n) for rel, stmts in self.statements.items() for n, inside, _, reads in stmts
+                   if inside and reads & names]
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b")
+        modules = set()
+        for rel, text in self.others.items():
+            if pattern.search(text):
+                if not re.fullmatch(r"(tests|fuzz)/test_[^/]*\.py", rel):
+                    return None
+                modules.add(rel)
+        return readers, modules
+
+
+def _definitions(tree: ast.Module) -> Iterator[tuple[int, bool, frozenset[str], frozenset[str]]]:
+    """(first line, inside a function, names it defines at module or class level, names it reads) of each
+    statement: a def or class reads only what runs when it is defined (decorators, defaults, bases)."""
+    def walk(node: ast.AST, inside: bool) -> Iterator[tuple[int, bool, frozenset[str], frozenset[str]]]:
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt):
+                continue
+            functional = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if functional or isinstance(child, ast.ClassDef):
+                head = [*child.decorator_list, *(child.bases if isinstance(child, ast.ClassDef) else
+                                                 [*child.args.defaults, *filter(None, child.args.kw_defaults)])]
+                yield child.lineno, inside, frozenset() if inside else frozenset({child.name}), _reads(head)
+                yield from walk(child, inside or (functional and not _forks(child)))
+                continue
+            defines: set[str] = set()
+            if not inside:
+                targets = getattr(child, "targets", None) or [getattr(child, "target", None)]
+                defines = {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    defines = {(a.asname or a.name).split(".")[0] for a in child.names}
+            reads = _reads([child]) | ({a.name for a in child.names} if isinstance(child, ast.ImportFrom) else set())
+            yield child.lineno, inside, frozenset(defines), reads
+            if not isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield from walk(child, inside)
+    yield from walk(tree, False)
+
+
+def _reads(nodes: list[ast.AST]) -> frozenset[str]:
+    """The names ``nodes`` read: a name, an attribute, or a string that is an identifier (``getattr(m, "X")``)."""
+    out: set[str] = set()
+    for node in nodes:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                out.add(n.attr)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+                out.add(n.value)
+    return frozenset(out)
+
+
 def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: list[tuple[int, bool]],
-           commands: list[list[str]]) -> list[list[str] | None]:
+           commands: list[list[str]], readers: Readers | None = None) -> list[list[str] | None]:
     """Per command: None (run all its tests) or the node ids (and test modules) to run, none to skip it,
     for a mutant of ``file`` (under src/wy_ascend) changing ``statements`` (``changed_statements``).
 
     All tests: a statement run outside any test (the empty context: an import, a child's loop) or never run
-    though not in a function (a module or class body the map missed), or a file of ``FULL_FILES``."""
+    though not in a function (a module or class body the map missed), or a file of ``FULL_FILES``; with
+    ``readers``, a module or class-level statement instead runs the tests of the statements that read what it
+    defines (``Readers``), all where it cannot tell or a reader ran outside any test."""
     out: list[list[str] | None] = []
     for m, cmd in zip(maps, commands):
-        by_line = m.get(file, {})
-        ids: set[str] = set()
+        paths = [t.rstrip("/") for t in cmd if not t.startswith("-")]
+        ids = {r for r in SOURCE_READERS.get(file, ()) if any(r == p or r.startswith(p + "/") for p in paths)}
         everything = file in FULL_FILES
         for line, in_function in statements:
-            contexts = by_line.get(str(line))
-            everything |= (contexts is None and not in_function) or "" in (contexts or ())
-            ids.update(contexts or ())
-        paths = [t.rstrip("/") for t in cmd if not t.startswith("-")]
-        readers = {r for r in SOURCE_READERS.get(file, ()) if any(r == p or r.startswith(p + "/") for p in paths)}
-        out.append(None if everything else sorted(ids | readers))
+            contexts = m.get(file, {}).get(str(line))
+            if in_function or not (contexts is None or "" in contexts):
+                everything |= "" in (contexts or ())
+                ids.update(contexts or ())
+                continue
+            found = readers.of(file, line) if readers is not None else None
+            if found is None:
+                everything = True
+                continue
+            for rel, n in found[0]:
+                read = m.get(rel, {}).get(str(n), [])
+                everything |= "" in read
+                ids.update(read)
+            ids.update(r for r in found[1] if any(r == p or r.startswith(p + "/") for p in paths))
+        out.append(None if everything else sorted(ids))
     return out
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -322,3 +323,42 @@ def test_the_map_cache_key_is_the_same_in_every_process() -> None:
     paths = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
     assert len(paths) == 1, paths
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(reads=st.lists(st.sets(st.integers(0, 3), max_size=3), min_size=1, max_size=4),
+       chained=st.integers(0, 3), mentioned=st.sets(st.integers(0, 3), max_size=2), mutated=st.integers(0, 3))
+def test_a_module_level_definition_runs_the_tests_of_what_reads_it(
+        tmp_path_factory: pytest.TempPathFactory, reads: list[set[int]], chained: int, mentioned: set[int],
+        mutated: int) -> None:
+    """selection.Readers over drawn trees: constants C0..C3 (CHAIN = C{chained} + 1 reads one), functions
+    reading drawn subsets of them (through a name, an attribute, or CHAIN), each run by its own test, a test
+    module mentioning drawn constants. A mutant of C{mutated}, an import-time line of the empty context, runs
+    exactly the tests of the functions reading it or CHAIN where CHAIN reads it, and the test module naming
+    it; a module-level call reading it, or another file naming it, leaves it to every test."""
+    tree = tmp_path_factory.mktemp("readers")
+    src = tree / "src" / "wy_ascend"
+    src.mkdir(parents=True)
+    lines = [f"C{i} = {i}" for i in range(4)] + [f"CHAIN = C{chained} + 1", "", ""]
+    bodies = {}
+    for j, names in enumerate(reads):
+        used = [f"C{i}" if i % 2 else f"m.C{i}" for i in sorted(names)] or ["0"]
+        bodies[j] = len(lines) + 2
+        lines += [f"def f{j}(m):", f"    return {' + '.join(used)}" + (" + CHAIN" if j == 0 else ""), "", ""]
+    (src / "consts.py").write_text("\n".join(lines) + "\n")
+    (tree / "tests").mkdir()
+    (tree / "tests" / "test_names.py").write_text("".join(f"X{i} = 'C{i}'\n" for i in sorted(mentioned)))
+    maps = [{"consts.py": {**{str(i + 1): [""] for i in range(5)},
+                           **{str(n): [f"tests/test_f.py::test_{j}"] for j, n in bodies.items()}}}]
+    chosen = selection.select(maps, "consts.py", [(mutated + 1, False)], [["tests/"]],
+                              selection.Readers(tree))
+    readers = {j for j, names in enumerate(reads) if mutated in names or (j == 0 and chained == mutated)}
+    expected = {f"tests/test_f.py::test_{j}" for j in readers} | (
+        {"tests/test_names.py"} if mutated in mentioned else set())
+    assert chosen == [sorted(expected)]
+    (src / "setup.py").write_text(f"from .consts import C{mutated}\nregister(C{mutated})\n")
+    assert selection.select(maps, "consts.py", [(mutated + 1, False)], [["tests/"]], selection.Readers(tree)) == [None]
+    (src / "setup.py").unlink()
+    (tree / "fuzz").mkdir()
+    (tree / "fuzz" / "strategies.py").write_text(f"LIMIT = 'C{mutated}'\n")
+    assert selection.select(maps, "consts.py", [(mutated + 1, False)], [["tests/"]], selection.Readers(tree)) == [None]
