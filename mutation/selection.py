@@ -14,8 +14,9 @@ the tests run in other processes are measured too: coverage's ``patch = subproce
 it in every child interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``),
 keeps it across the fork servers' forks and saves the data of children that leave by ``os._exit``; there
 the plugin starts a context at each case's entry (``ENTRIES``: the case runner's ``run_within_memory``, the
-history server's ``run_sequence``) named by the id in that file, i.e. the test that sent the case. Any other
-process a test starts (the CLI, a script, a pytest as the README's nox commands and the planted-bug runs start)
+history server's ``run_sequence``, the warm pool's ``run_config``) named by the id in that file, i.e. the
+test that sent the case. Any other process a test starts (the CLI, a script, a pytest as the README's nox
+commands and the planted-bug runs start)
 runs to its end within that test, and its lines are that test's (the id the recorded pytest puts in
 ``WY_COV_TEST`` at each item, which the process inherits): they went to the empty context, which runs every
 test of the command (2,354 lines inside functions of one tree's tests/ map), or for a nested pytest to
@@ -66,7 +67,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 CACHE_DIR = ".mutants-coverage"
-ENTRIES = ("run_within_memory", "run_sequence")
+ENTRIES = ("run_within_memory", "run_sequence", "run_config")
 # What a server process runs (testing/runner.py's and testing/history.py's, multiprocessing's spawned children):
 # it serves many tests' cases, so only its ENTRIES name a test; every other process a test starts is that test's.
 SERVERS = frozenset({"serve", "serve_forks", "spawn_main"})
@@ -385,7 +386,8 @@ def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: l
     All tests: a statement run outside any test (the empty context: an import, a child's loop) or never run
     though not in a function (a module or class body the map missed), or a file of ``FULL_FILES``; with
     ``readers``, a module or class-level statement instead runs the tests of the statements that read what it
-    defines (``Readers``), all where it cannot tell or a reader ran outside any test."""
+    defines (``Readers``), all where it cannot tell or a reader ran outside any test. Its own contexts are not
+    its tests: it runs at import, under whichever test imported its module first."""
     out: list[list[str] | None] = []
     for m, cmd in zip(maps, commands):
         paths = [t.rstrip("/") for t in cmd if not t.startswith("-")]
@@ -393,7 +395,7 @@ def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: l
         everything = file in FULL_FILES
         for line, in_function in statements:
             contexts = m.get(file, {}).get(str(line))
-            if in_function or not (contexts is None or "" in contexts):
+            if in_function:
                 everything |= "" in (contexts or ())
                 ids.update(contexts or ())
                 continue

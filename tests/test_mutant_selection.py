@@ -327,15 +327,17 @@ def test_the_map_cache_key_is_the_same_in_every_process() -> None:
 
 @settings(max_examples=40, derandomize=True, database=None, deadline=None)
 @given(reads=st.lists(st.sets(st.integers(0, 3), max_size=3), min_size=1, max_size=4),
-       chained=st.integers(0, 3), mentioned=st.sets(st.integers(0, 3), max_size=2), mutated=st.integers(0, 3))
+       chained=st.integers(0, 3), mentioned=st.sets(st.integers(0, 3), max_size=2), mutated=st.integers(0, 3),
+       lazy=st.booleans())
 def test_a_module_level_definition_runs_the_tests_of_what_reads_it(
         tmp_path_factory: pytest.TempPathFactory, reads: list[set[int]], chained: int, mentioned: set[int],
-        mutated: int) -> None:
+        mutated: int, lazy: bool) -> None:
     """selection.Readers over drawn trees: constants C0..C3 (CHAIN = C{chained} + 1 reads one), functions
     reading drawn subsets of them (through a name, an attribute, or CHAIN), each run by its own test, a test
-    module mentioning drawn constants. A mutant of C{mutated}, an import-time line of the empty context, runs
+    module mentioning drawn constants. A mutant of C{mutated}, an import-time line, runs
     exactly the tests of the functions reading it or CHAIN where CHAIN reads it, and the test module naming
-    it; a module-level call reading it, or another file naming it, leaves it to every test."""
+    it, whichever test imported the module first; a module-level call reading it, or another file naming it,
+    leaves it to every test."""
     tree = tmp_path_factory.mktemp("readers")
     src = tree / "src" / "wy_ascend"
     src.mkdir(parents=True)
@@ -348,7 +350,8 @@ def test_a_module_level_definition_runs_the_tests_of_what_reads_it(
     (src / "consts.py").write_text("\n".join(lines) + "\n")
     (tree / "tests").mkdir()
     (tree / "tests" / "test_names.py").write_text("".join(f"X{i} = 'C{i}'\n" for i in sorted(mentioned)))
-    maps = [{"consts.py": {**{str(i + 1): [""] for i in range(5)},
+    imported = ["tests/test_lazy.py::test_import"] if lazy else [""]  # a module imported first inside a test
+    maps = [{"consts.py": {**{str(i + 1): imported for i in range(5)},
                            **{str(n): [f"tests/test_f.py::test_{j}"] for j, n in bodies.items()}}}]
     chosen = selection.select(maps, "consts.py", [(mutated + 1, False)], [["tests/"]],
                               selection.Readers(tree))
