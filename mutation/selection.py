@@ -289,7 +289,7 @@ class Readers:
     every test) can change a run only where ``X`` is read afterwards. Statements that define names at module
     or class level (assignments, defs and classes by their defaults, decorators and bases, imports) pass them
     on to the definitions that read them (``B = f(A)``: B too); the statements inside functions that read any of
-    them (a name, an attribute or a string of that name) are the readers, and their tests are the mutant's.
+    them (a name, an attribute or a string naming it) are the readers, and their tests are the mutant's.
     A test module that mentions a name (the tests read constants as ``backends.X``) runs whole; any other file
     of the tree that mentions one (a fuzz helper, a conftest, a script the tests start), or a module-level
     statement that reads one and defines nothing (a call at import), leaves the statement to every test."""
@@ -342,8 +342,8 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[int, bool, frozenset[str], 
     statement: a def or class reads only what runs when it is defined (decorators, defaults, bases)."""
     def walk(node: ast.AST, inside: bool) -> Iterator[tuple[int, bool, frozenset[str], frozenset[str]]]:
         for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.stmt):
-                continue
+            if not isinstance(child, ast.stmt) or (isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant)):
+                continue  # a docstring reads nothing
             functional = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             if functional or isinstance(child, ast.ClassDef):
                 head = [*child.decorator_list, *(child.bases if isinstance(child, ast.ClassDef) else
@@ -365,7 +365,8 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[int, bool, frozenset[str], 
 
 
 def _reads(nodes: list[ast.AST]) -> frozenset[str]:
-    """The names ``nodes`` read: a name, an attribute, or a string that is an identifier (``getattr(m, "X")``)."""
+    """The names ``nodes`` read: a name, an attribute, or an identifier in a string (``getattr(m, "X")``, a
+    subject's ``"package.module:X"``)."""
     out: set[str] = set()
     for node in nodes:
         for n in ast.walk(node):
@@ -373,8 +374,8 @@ def _reads(nodes: list[ast.AST]) -> frozenset[str]:
                 out.add(n.id)
             elif isinstance(n, ast.Attribute):
                 out.add(n.attr)
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
-                out.add(n.value)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):  # "module:NAME", getattr(m, "NAME")
+                out.update(re.findall(r"[A-Za-z_]\w*", n.value))
     return frozenset(out)
 
 

@@ -333,7 +333,7 @@ def test_a_module_level_definition_runs_the_tests_of_what_reads_it(
         tmp_path_factory: pytest.TempPathFactory, reads: list[set[int]], chained: int, mentioned: set[int],
         mutated: int, lazy: bool) -> None:
     """selection.Readers over drawn trees: constants C0..C3 (CHAIN = C{chained} + 1 reads one), functions
-    reading drawn subsets of them (through a name, an attribute, or CHAIN), each run by its own test, a test
+    reading drawn subsets of them (a name, an attribute, a "module:NAME" string, or CHAIN), each run by its own test, a test
     module mentioning drawn constants. A mutant of C{mutated}, an import-time line, runs
     exactly the tests of the functions reading it or CHAIN where CHAIN reads it, and the test module naming
     it, whichever test imported the module first; a module-level call reading it, or another file naming it,
@@ -344,7 +344,8 @@ def test_a_module_level_definition_runs_the_tests_of_what_reads_it(
     lines = [f"C{i} = {i}" for i in range(4)] + [f"CHAIN = C{chained} + 1", "", ""]
     bodies = {}
     for j, names in enumerate(reads):
-        used = [f"C{i}" if i % 2 else f"m.C{i}" for i in sorted(names)] or ["0"]
+        forms = ("m.C{}", "C{}", 'm.load("wy_ascend.consts:C{}")')  # an attribute, a name, a "module:NAME"
+        used = [forms[i % 3].format(i) for i in sorted(names)] or ["0"]
         bodies[j] = len(lines) + 2
         lines += [f"def f{j}(m):", f"    return {' + '.join(used)}" + (" + CHAIN" if j == 0 else ""), "", ""]
     (src / "consts.py").write_text("\n".join(lines) + "\n")
