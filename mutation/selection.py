@@ -43,8 +43,9 @@ What the selection can miss, and what is done about it:
   (``FULL_FILES`` would name a file whose lines the map cannot tell);
 * tests that read the imported source as text (``inspect.getsource``) execute no line of it:
   ``SOURCE_READERS`` names their modules, which run with every mutant of the file they read;
-* state set up once for many tests (a session or module fixture) is recorded against the first test that
-  set it up: a mutant there runs that test, not the later ones that only read the state;
+* state set up once for many tests (a session or module fixture, a memo filled while pytest collects a test
+  module: a package function that module calls at import records under the module) is recorded against the
+  first test or module that set it up: a mutant there runs it, not the later ones that only read the state;
 * a test whose verdict depends on another test run before it in the same process is not selected with it
   (the runner's ``passes_alone`` already voids kills of order-dependent tests).
 
@@ -91,6 +92,7 @@ import coverage
 FILE = os.environ.get("WY_COV_CONTEXT_FILE", "")
 ENTRIES = __ENTRIES__
 SERVERS = __SERVERS__
+PACKAGE = __PACKAGE__
 BORN = os.getpid()  # a forked child keeps this module and so its parent's pid here
 # The first process to load this plugin is the recorded pytest (it names a context per item); any other was
 # started by one of its tests (WY_COV_TEST, set at each item) or by such a process.
@@ -109,6 +111,26 @@ def _serves(frame):
     return server
 
 
+def _collected(frame):
+    """The test module (its path, a node id that selects the whole module) whose import, while pytest collects
+    it, calls the package function of ``frame`` (a parametrize list built at import), else None: the package's
+    own import-time calls (a declaration checked at import) stay every test's, as importlib's frames stand
+    between them and the test module that imports it."""
+    if frame.f_code.co_name == "<module>" or PACKAGE not in frame.f_code.co_filename:
+        return None
+    caller = frame.f_back
+    while caller is not None and PACKAGE in caller.f_code.co_filename:
+        caller = caller.f_back
+    if caller is None or not os.path.basename(caller.f_code.co_filename).startswith("test_"):
+        return None
+    test_file = caller.f_code.co_filename
+    while caller is not None and caller.f_code.co_filename == test_file:
+        if caller.f_code.co_name == "<module>":
+            return os.path.relpath(test_file).replace(os.sep, "/")
+        caller = caller.f_back
+    return None
+
+
 class Contexts(coverage.CoveragePlugin):
     def dynamic_context(self, frame):
         name = frame.f_code.co_name
@@ -119,7 +141,7 @@ class Contexts(coverage.CoveragePlugin):
                     Path(FILE).write_text(nodeid)
                 os.environ["WY_COV_TEST"] = nodeid  # what a process this test starts inherits
                 return nodeid
-            return None
+            return _collected(frame)
         if name in ENTRIES and FILE:  # a case in a server or its child: the test that sent it
             try:
                 return Path(FILE).read_text() or None
@@ -132,7 +154,8 @@ class Contexts(coverage.CoveragePlugin):
 
 def coverage_init(reg, options):
     reg.add_dynamic_context(Contexts())
-'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", f"frozenset({sorted(SERVERS)!r})")
+'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", f"frozenset({sorted(SERVERS)!r})").replace(
+    "__PACKAGE__", repr(f"{os.sep}wy_ascend{os.sep}"))
 
 SITECUSTOMIZE = '''\
 """Written by mutation/selection.py for a coverage recording: coverage in every child interpreter."""

@@ -163,6 +163,17 @@ def test_the_parts_of_a_command_merge_into_each_lines_tests() -> None:
 
 
 PACKAGE = """\
+def declare():
+    return 7
+
+
+DECLARED = declare()
+
+
+def collected():
+    return 5
+
+
 def direct():
     return 1
 
@@ -196,6 +207,13 @@ import sys
 import pytest
 
 import wy_ascend
+
+VALUES = [wy_ascend.collected()]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_collected(value):
+    assert value == 5
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +254,9 @@ def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(
     mutant's command can select: they went to the empty context, which runs every test of the command, or for
     a nested pytest to its own items' ids, which no command collects (interpreter.py's bf16 arithmetic, run only
     by the README's fla-ascend fuzz command, survived a sample so). A server started in one test serving
-    another's case records the case under the test that sent it (ENTRIES) and its own loop under none."""
+    another's case records the case under the test that sent it (ENTRIES) and its own loop under none. A call
+    a test module makes while pytest collects it (a parametrize list) records under that module; a call the
+    package makes at its own import, there too, under none (every test's)."""
     import os
     import sys
 
@@ -265,6 +285,9 @@ def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(
     assert tests_of("    return 3") == ["tests/test_outer.py::test_oneshot"]
     assert tests_of("    return x + 1") == ["tests/test_outer.py::test_server_used"]
     assert tests_of("        print(run_sequence(int(line)), flush=True)") == [""]
+    assert tests_of("    return 5") == ["tests/test_outer.py"]  # called while pytest collected that module
+    assert "" in tests_of("    return 7") and "tests/test_outer.py" not in tests_of("    return 7")  # the package's
+    # own import-time call, there during a collection: every test's (and the processes' tests that import it)
 
 
 BLIND = '''\
