@@ -64,7 +64,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 CACHE_DIR = ".mutants-coverage"
@@ -412,28 +412,35 @@ def select(maps: list[dict[str, dict[str, list[str]]]], file: str, statements: l
     ``readers``, a module or class-level statement instead runs the tests of the statements that read what it
     defines (``Readers``), all where it cannot tell or a reader ran outside any test. Its own contexts are not
     its tests: it runs at import, under whichever test imported its module first."""
+    found = {line: readers.of(file, line) if readers is not None else None  # per statement, not per command
+             for line, in_function in statements if not in_function}
     out: list[list[str] | None] = []
     for m, cmd in zip(maps, commands):
         paths = [t.rstrip("/") for t in cmd if not t.startswith("-")]
-        ids = {r for r in SOURCE_READERS.get(file, ()) if any(r == p or r.startswith(p + "/") for p in paths)}
+        ids = _in_command(paths, SOURCE_READERS.get(file, ()))
         everything = file in FULL_FILES
         for line, in_function in statements:
-            contexts = m.get(file, {}).get(str(line))
             if in_function:
-                everything |= "" in (contexts or ())
-                ids.update(contexts or ())
+                contexts = m.get(file, {}).get(str(line), [])
+                everything |= "" in contexts
+                ids.update(contexts)
                 continue
-            found = readers.of(file, line) if readers is not None else None
-            if found is None:
+            read_by = found[line]
+            if read_by is None:
                 everything = True
                 continue
-            for rel, n in found[0]:
+            for rel, n in read_by[0]:
                 read = m.get(rel, {}).get(str(n), [])
                 everything |= "" in read
                 ids.update(read)
-            ids.update(r for r in found[1] if any(r == p or r.startswith(p + "/") for p in paths))
+            ids |= _in_command(paths, read_by[1])
         out.append(None if everything else sorted(ids))
     return out
+
+
+def _in_command(paths: list[str], modules: Iterable[str]) -> set[str]:
+    """The test modules of ``modules`` that a command collecting ``paths`` collects."""
+    return {r for r in modules if any(r == p or r.startswith(p + "/") for p in paths)}
 
 
 def narrowed(cmd: list[str], ids: list[str]) -> list[str]:
