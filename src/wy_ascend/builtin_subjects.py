@@ -173,12 +173,13 @@ WY_ASCEND = Subject(
     distribution="wy_ascend", about="this project's ops")
 
 # fla-ascend's claims, from its source: BT any power of two its UB model tiles (64 in fla's chunk
-# path; 16 to 128 here), K and V any size (tiles of at least 8, boundary-checked), any integer head
-# ratio, varlen with or without chunk_indices, gates in any float dtype. Its backward has no
-# input_guard (the forward's makes arguments contiguous), but it claims nothing about views, so
-# strided arguments are drawn: a wrong result from a view is a finding. It validates nothing.
-FLA_ASCEND_CLAIMS = Claims(dims=(1, 256), validates=False, knobs=("max_blocks", "num_cores"), zero_dead_A=True)
-FLA_CLAIMS = Claims(dims=(1, 256), validates=False, knobs=(), zero_dead_A=True)
+# path; 16 to 128 here), K and V any size (tiles of at least 8, boundary-checked; Claims' default
+# dims: every size the fuzz draws), any integer head ratio, varlen with or without chunk_indices,
+# gates in any float dtype. Its backward has no input_guard (the forward's makes arguments
+# contiguous), but it claims nothing about views, so strided arguments are drawn: a wrong result
+# from a view is a finding. It validates nothing.
+FLA_ASCEND_CLAIMS = Claims(validates=False, knobs=("max_blocks", "num_cores"), zero_dead_A=True)
+FLA_CLAIMS = Claims(validates=False, knobs=(), zero_dead_A=True)
 _V = "0.6.0"
 _STRIDED = "strided"
 _NARROW_G = "use_g and g_dtype != 'float32'"
