@@ -69,6 +69,52 @@ def test_the_cuda_autotune_search_is_distinct_valid_configs():
     assert configs[0] == (4, 1)
 
 
+def test_each_forward_register_cap_is_the_largest_that_holds_its_blocks() -> None:
+    """FWD_REGISTER_CAPPED_CONFIGS' invariant (its comment), for every entry: the cap is one ptxas keeps
+    (registers go by 8 a thread, at most 255) and spends an SM's 64K registers on whole blocks: 8 more
+    would hold a block fewer, so a lower cap only spills where no further block fits."""
+    granule, most, sm_registers = 8, 255, 64 * 1024
+
+    def blocks(warps: int, cap: int) -> int:
+        return sm_registers // (cap * 32 * warps)
+
+    for warps, cap in backends.FWD_REGISTER_CAPPED_CONFIGS:
+        assert cap % granule == 0 and cap <= most, (warps, cap)
+        assert blocks(warps, cap + granule) < blocks(warps, cap), (warps, cap)
+
+
+AUTOTUNED = """\
+import itertools, json
+from wy_ascend import backends
+from wy_ascend.kernels import KERNELS
+from wy_ascend.planning import MIN_TILE
+from wy_ascend.validation import MAX_DIM, SUPPORTED_BT
+tiles = [1 << n for n in range(MIN_TILE.bit_length() - 1, MAX_DIM.bit_length())]
+warps = {None} | {backends.launch_warps(*a) for a in itertools.product(KERNELS, SUPPORTED_BT, tiles, tiles, (False, True))}
+print(json.dumps([[c.num_stages, c.maxnreg] for k, w, on in itertools.product(KERNELS, warps, (False, True))
+                  for c in backends._autotuned(k, w, on).configs]))
+"""
+
+
+def test_every_config_the_cuda_autotuner_builds_runs_one_stage() -> None:
+    """Every cuda launch runs num_stages=1 (CUDA_CONFIGS' comment: the kernels' loops set their own, so
+    another launch value only compiles and benchmarks the same kernel again): each config of ``_autotuned``,
+    built in a process without the interpreter, for each entry kernel, with autotuning on and off, and
+    every warps a launch asks for (``launch_warps`` over every chunk size, tile pair and dot type; None:
+    the search, the register-capped forward configs included)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", AUTOTUNED], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    configs = json.loads(done.stdout)
+    assert any(maxnreg is not None for _, maxnreg in configs)  # the capped forward configs are among them
+    assert {stages for stages, _ in configs} == {1}
+
+
 WIRED = """\
 from wy_ascend import backends
 print([backends._autotuned(k).do_bench is backends.bench_config for k in ("fwd", "bwd")])

@@ -502,6 +502,9 @@ CUDA_CONFIGS = [(4, 1), (8, 1), (2, 1)]
 # 5% faster on two headline shapes (fixed 0.1683 -> 0.1599 ms, grouped 0.3035 -> 0.2878), the others within noise
 # (session 24); the H100's grouped forward 4.6% faster (session 25). The backward spills when capped (244 registers
 # at 4 warps) and the autotuner took no capped config for it: its search stays CUDA_CONFIGS.
+# Invariant of every entry (tests/test_cuda_variant.py): its cap is a multiple of 8 (the allocation granule), at most
+# 255 (a thread's most), and the largest such at which the SM's 64K registers hold its number of blocks: 8 more
+# hold one block fewer (4 warps: 3 blocks at 168, 2 at 176; 8 warps: 2 at 128, 1 at 136).
 FWD_REGISTER_CAPPED_CONFIGS = [(4, 168), (8, 128)]
 
 
