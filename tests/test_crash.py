@@ -429,16 +429,23 @@ def test_close_ends_a_child_that_does_not_answer(tmp_path: Path, fork_server: bo
 
 class _Stub(runner_module._Child):
     """A child stand-in: ``wait`` answers from ``waits`` in turn; kills, releases and a sent message are recorded;
-    ``send_error`` is what sending a case raises (a broken pipe: the child is gone)."""
+    ``send_error`` is what sending a case raises (a broken pipe: the child is gone), ``receive_error`` what
+    waiting for its reply raises."""
 
-    def __init__(self, waits: list[int | None], send_error: OSError | None = None) -> None:
+    def __init__(self, waits: list[int | None], send_error: BaseException | None = None,
+                 receive_error: BaseException | None = None) -> None:
         self.pid, self.waits, self.kills, self.released = 0, list(waits), [], False
 
         def send(message: object) -> None:
             if send_error is not None:
                 raise send_error
 
-        self.channel = SimpleNamespace(send=send, receive=lambda deadline: ("ready", 0), close=lambda: None)
+        def receive(deadline: float) -> object:
+            if receive_error is not None:
+                raise receive_error
+            return ("ready", 0)
+
+        self.channel = SimpleNamespace(send=send, receive=receive, close=lambda: None)
 
     def wait(self, timeout: float) -> int | None:
         return self.waits.pop(0)
@@ -529,6 +536,24 @@ def test_a_child_gone_before_its_case_is_sent_is_a_crash_with_its_exit_code(code
     assert crashed.value.detail["signal"] == runner_module.signal_name(code)
     assert runner.child is None and stub.released and stub.waits == []
     assert stub.kills == ([signal.SIGKILL] if lingers else [])
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(st.sampled_from([KeyboardInterrupt, SystemExit]), st.booleans(), st.integers(-64, 255), st.booleans())
+def test_an_interrupt_while_a_case_runs_kills_the_child_and_goes_on(error: type[BaseException], sending: bool,
+                                                                 code: int, lingers: bool) -> None:
+    """run() interrupted (Ctrl-C, an exit) while it sends the case or waits for the reply: the child, in an
+    unknown state, is killed, reaped and forgotten (the next case gets a new one), and the interrupt goes on
+    as itself."""
+    runner = CaseRunner(Path("unused.log"), timeout_s=1)
+    interrupt = error()
+    runner.child = stub = _Stub([None, code] if lingers else [code], **{
+        "send_error" if sending else "receive_error": interrupt})
+    with pytest.raises(error) as raised:
+        runner.run("plan_coverage", PLAN_CASE)
+    assert raised.value is interrupt
+    assert runner.child is None and stub.released and stub.waits == []
+    assert stub.kills == [signal.SIGKILL] * (2 if lingers else 1)
 
 
 def test_stopping_or_reaping_no_child_does_nothing() -> None:

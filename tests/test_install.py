@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import wy_ascend
 from wy_ascend import backends
+from wy_ascend import interpreter as wy_interpreter
 from wy_ascend.backends import BACKEND_ENV, BACKENDS, NEEDS, resolve_backend, runnable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,22 +162,31 @@ def test_the_fuzz_session_leaves_the_store_to_regress(monkeypatch) -> None:
     assert regress[:4] == ("python", "-m", "pytest", "fuzz/test_regressions.py")
 
 
-@settings(max_examples=30, derandomize=True, database=None, deadline=None)
-@given(name=st.sampled_from(sorted(BACKENDS)), triton=st.booleans(), torch_npu=st.booleans(), npu=st.booleans())
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(name=st.sampled_from(sorted(BACKENDS)), triton=st.booleans(), torch_npu=st.booleans(), npu=st.booleans(),
+       interpreter=st.booleans())
 def test_why_a_backend_cannot_run_is_the_first_missing_piece(name: str, triton: bool, torch_npu: bool,
-                                                            npu: bool) -> None:
-    """backends._missing over every backend and drawn environments (stand-ins for find_spec, torch_npu and
-    torch.npu): without triton every backend is missing it, and then no backend is runnable; an npu backend
-    needs torch_npu installed and seeing an NPU; the reason is None only where every piece is there."""
+                                                            npu: bool, interpreter: bool) -> None:
+    """backends._missing over every backend and drawn environments (stand-ins for find_spec, torch_npu,
+    torch.npu and the interpreter's check): without triton every backend is missing it, and then no backend
+    is runnable; an npu backend needs torch_npu installed and seeing an NPU; the reason is None only where
+    every piece is there. runnable() lists the backend exactly where nothing is missing and, for one that
+    runs the interpreter, check_interpreter passes."""
     installed = {"triton": triton, "torch_npu": torch_npu}
     find_spec = importlib.util.find_spec
     backend = BACKENDS[name]
+
+    def check_interpreter() -> None:
+        if not interpreter:
+            raise wy_ascend.BackendUnavailableError("planted: no interpreter", backend="cpu")
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(importlib.util, "find_spec",
                    lambda mod, *a: (object() if installed[mod] else None) if mod in installed else find_spec(mod, *a))
         mp.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
         mp.setattr(torch, "npu", SimpleNamespace(is_available=lambda: npu), raising=False)
         mp.setattr(torch.cuda, "is_available", lambda: True)
+        mp.setattr(wy_interpreter, "check_interpreter", check_interpreter)
         backends._missing.cache_clear()
         try:
             reason = backends._missing(backend)
@@ -188,6 +198,7 @@ def test_why_a_backend_cannot_run_is_the_first_missing_piece(name: str, triton: 
                 assert reason == "torch_npu sees no NPU"
             else:
                 assert reason is None
+            assert (name in runnable()) == (reason is None and (interpreter or not backend.interpret))
         finally:
             backends._missing.cache_clear()
 
