@@ -209,7 +209,9 @@ def test_bwd_bt128_is_skipped_by_the_ub_model() -> None:
 @pytest.mark.parametrize("backend", ["npu", "cuda"])
 def test_paired_axes_appear_with_every_structural_combination(all_specs, backend) -> None:
     """The module doc's covering argument: K and V values with every structural combination;
-    head ratios, gate and index dtypes with every combination of the other structural axes."""
+    head ratios, gate and index dtypes with every combination of the other structural axes, and
+    with it each index dtype with every head ratio and every beta dtype (axes cycled on one index
+    must not tie one's value to another's)."""
     dims = set(lowering.representative_dims(128))
     by_combo: dict[tuple, list[lowering.Spec]] = defaultdict(list)
     by_combo_but_heads: dict[tuple, list[lowering.Spec]] = defaultdict(list)
@@ -223,7 +225,10 @@ def test_paired_axes_appear_with_every_structural_combination(all_specs, backend
         assert values(group, "K") == values(group, "V") == dims
         assert values(group, "gate_dtype") == set(lowering.FLOAT_DTYPES)
         if group[0].IS_VARLEN:
-            assert values(group, "index_dtype") == set(lowering.INDEX_DTYPES)
+            heads = {(s.H, s.HV) for s in group}
+            assert {((s.H, s.HV), s.index_dtype) for s in group} == set(itertools.product(heads, lowering.INDEX_DTYPES))
+            assert {(s.gate_dtype, s.index_dtype) for s in group} == set(
+                itertools.product(lowering.FLOAT_DTYPES, lowering.INDEX_DTYPES))
     for group in by_combo_but_heads.values():
         assert {(s.H, s.HV) for s in group} == set(lowering.HEADS)
 

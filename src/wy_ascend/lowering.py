@@ -31,10 +31,12 @@ neighbour pair gives (K = V = 16),
 (H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, beta's dtype
 FLOAT_DTYPES[i mod 3], g's FLOAT_DTYPES[(i // 3 + j) mod 3] with j the I/O dtype's index (all nine
 pairs over the I/O dtypes: flash-linear-attention passes a float32 g with bfloat16 k and beta) and
-cu_seqlens dtype INDEX_DTYPES[(i // 2) mod 2].
+cu_seqlens dtype INDEX_DTYPES[(i // m) mod 2] (each head ratio with both: cuda's m = 4 ratios by
+(i // 2) gave (1, 1) and (1, 2) int32 alone).
 So every K and V value (hence every tile BK/BV the planner picks; on cuda 64 and 128, bf16 with
 LOWP_DOT in one and in several tile iterations) appears with every structural combination, and
-every head ratio, gate dtype and index dtype with every combination of the other structural axes. BT values whose tiles the npu
+every head ratio, gate dtype and index dtype with every combination of the other structural axes,
+each index dtype there with every head ratio and every beta dtype. BT values whose tiles the npu
 UB model cannot fit are reported as skipped.
 
 Lowering runs in spawned worker processes (``--jobs``), which also keeps a compiler crash from
@@ -331,7 +333,7 @@ def backend_specs(backend: str, config: LaunchConfig) -> tuple[list[Spec], list[
                     DOT_GUARD=b.dot_guard, GROUP_DK=group_dk,
                     PERSISTENT=persistent, dtype=dtype, gate_dtype=FLOAT_DTYPES[i % len(FLOAT_DTYPES)],
                     g_dtype=FLOAT_DTYPES[(i // 3 + FLOAT_DTYPES.index(dtype)) % 3] if use_g else None,
-                    index_dtype=INDEX_DTYPES[(i // 2) % len(INDEX_DTYPES)] if varlen else None,
+                    index_dtype=INDEX_DTYPES[(i // len(heads)) % len(INDEX_DTYPES)] if varlen else None,
                     footprint=p.ub_footprint if device_spec.ub_bytes is not None else 0, backend=backend,
                     runtime_dims=b.runtime_dims(config),
                 )
