@@ -43,6 +43,7 @@ import torch
 
 from .backends import BACKENDS, LaunchConfig, check_available
 from .interpreter import RULES as ASCEND_RULES
+from .validation import MAX_DIM, SUPPORTED_BT
 
 SCHEMA = 1  # the version of this declaration API
 ENTRY_POINT_GROUP = "wy_ascend.subjects"
@@ -56,8 +57,6 @@ BUILTIN = {
 }
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
-CHUNK_SIZES = (16, 32, 64, 128)
-MAX_DIM = 256
 FWD_ARGS = ("k", "v", "beta", "A", "g", "cu_seqlens", "chunk_indices")
 BWD_ARGS = ("k", "v", "beta", "A", "dw", "du", "g", "cu_seqlens", "chunk_indices")
 GATE_UNITS = ("log2", "ln", "none")
@@ -95,8 +94,9 @@ class Claims:
     """What a subject claims to take; the fuzz strategies draw nothing else for it, so every failure is a
     defect of the subject, not a call it never promised to take.
 
-    ``dtypes``: k's dtypes; ``chunk_sizes``: the BT it takes; ``dims``: the K and V it takes (inclusive
-    range), ``pow2_dims`` only powers of two in it; ``head_ratios``: the HV/H it takes (None: any);
+    ``dtypes``: k's dtypes; ``chunk_sizes``: the BT it takes (of the oracle's, validation.SUPPORTED_BT);
+    ``dims``: the K and V it takes (an inclusive range within the oracle's [1, validation.MAX_DIM]),
+    ``pow2_dims`` only powers of two in it; ``head_ratios``: the HV/H it takes (None: any);
     ``varlen`` / ``fixed``: packed batches (B = 1 with cu_seqlens) / fixed-length batches; ``gate_dtypes``:
     beta and g may have a dtype other than k's; ``strided``: arguments may be non-contiguous views;
     ``validates``: a malformed call raises a TypeError/ValueError naming the argument (bad_input runs only
@@ -105,7 +105,7 @@ class Claims:
     ``gateless``: it takes calls without a gate (g None) beside gated ones (False: every call passes g)."""
 
     dtypes: tuple[str, ...] = DTYPE_NAMES
-    chunk_sizes: tuple[int, ...] = CHUNK_SIZES
+    chunk_sizes: tuple[int, ...] = SUPPORTED_BT
     dims: tuple[int, int] = (1, MAX_DIM)
     pow2_dims: bool = False
     head_ratios: tuple[int, ...] | None = None
@@ -120,7 +120,7 @@ class Claims:
 
     def __post_init__(self) -> None:
         _names("Claims", "dtypes", self.dtypes, DTYPE_NAMES)
-        _names("Claims", "chunk_sizes", self.chunk_sizes, CHUNK_SIZES)
+        _names("Claims", "chunk_sizes", self.chunk_sizes, SUPPORTED_BT)
         lo_hi = self.dims
         if not (isinstance(lo_hi, tuple) and len(lo_hi) == 2 and all(isinstance(d, int) for d in lo_hi)
                 and 1 <= lo_hi[0] <= lo_hi[1] <= MAX_DIM):
