@@ -789,3 +789,23 @@ def test_under_upstream_triton_only_the_cuda_specializations_are_listed(monkeypa
     cuda = [s.label for s in all_specs if s.backend == "cuda"]
     assert cuda and lines[:-1] == cuda
     assert lines[-1] == f"{len(cuda)} specializations = {lowering._counts(all_specs[-len(cuda):])}, 0 skipped by the UB model"
+
+
+@settings(max_examples=25, deadline=None)
+@given(cpus=st.one_of(st.none(), st.integers(1, 1024)))
+def test_the_default_jobs_are_the_cpu_count_at_most_eight(cpus: int | None) -> None:
+    """The module doc's default for ``--jobs`` (the CPU count, at most 8; 1 where it is unknown), over drawn
+    CPU counts: what main hands the lowering and prints."""
+    seen: list[int] = []
+
+    def run(specs: list[object], jobs: int, cache: object) -> list[object]:
+        seen.append(jobs)
+        return []
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lowering.os, "cpu_count", lambda: cpus)
+        mp.setattr(lowering, "enumerate_specs", lambda ub_bytes: ([], []))
+        mp.setattr(lowering, "run", run)
+        mp.setattr(lowering, "summarize", lambda *args: 0)
+        assert lowering.main(["--no-cache"]) == 0
+    assert seen == [min(8, cpus or 1)]

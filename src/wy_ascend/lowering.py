@@ -44,7 +44,7 @@ taking the gate down. Results that lowered are cached (JSON, keyed on kernels.py
 and the specialization's label, which names its backend), so an unchanged tree re-checks in seconds.
 
 Usage: ``python -m wy_ascend.lowering [--ub-bytes N] [--jobs N] [--cache-dir DIR] [--no-cache]
-[--list] [--report FILE]``.
+[--list] [--report FILE]``; ``--jobs`` defaults to the CPU count, at most 8.
 """
 
 from __future__ import annotations
