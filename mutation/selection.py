@@ -9,31 +9,54 @@ The map is recorded per tree (``generated.fingerprint`` of the snapshot) and per
 
 How lines get their tests. In the pytest process, a plugin of coverage's (``_wy_cov_contexts``, written
 beside the guard plugins) starts a context at pytest's ``runtestprotocol`` frame (setup, call and teardown
-of one item) named by the item's node id, and writes the id to a file (``WY_COV_CONTEXT_FILE``). The cases
-the tests run in other processes are measured too: coverage's ``patch = subprocess, fork, _exit`` starts
-it in every child interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``),
-keeps it across the fork servers' forks and saves the data of children that leave by ``os._exit``; there
-the plugin starts a context at each case's entry (``ENTRIES``: the case runner's ``run_within_memory``, the
-history server's ``run_sequence``, the warm pool's ``run_config``) named by the id in that file, i.e. the
-test that sent the case. Any other process a test starts (the CLI, a script, a pytest as the README's nox
-commands and the planted-bug runs start)
-runs to its end within that test, and its lines are that test's (the id the recorded pytest puts in
-``WY_COV_TEST`` at each item, which the process inherits): they went to the empty context, which runs every
-test of the command (2,354 lines inside functions of one tree's tests/ map), or for a nested pytest to
-its own items' ids, which no command collects (a survivor, interpreter.py's bf16 arithmetic, was run only
-by the README's fla-ascend fuzz command). A server (``SERVERS``: its outermost code calls one) serves many
-tests, so only its ENTRIES name one; its loop stays outside any test. The baseline records its commands
-side by side, each split over its test files into ``--jobs`` parts (generated.Runner._record), and a
-command's map is the union of its parts'.
+of one item) named by the item's node id, and writes the id to a file (``WY_COV_CONTEXT_FILE``). The tests'
+other processes are measured too: coverage's ``patch = subprocess, fork, _exit`` starts it in every child
+interpreter (a ``sitecustomize`` beside the plugins calls ``coverage.process_startup``), keeps it across
+forks and saves the data of children that leave by ``os._exit``. Coverage asks the plugin for a context at a
+function call only while none is active, and a context lasts until the frame that started it returns. It
+keeps one context per process, not per thread: a context a thread started ended, with the thread's frame,
+for the main thread too, whose later lines went to the empty context (a nested pytest's, the CLI's); so only
+a process's main thread starts contexts, and a thread's lines take the main thread's. There:
+
+* a process a test starts that is no server (the CLI, a script, a pytest as the README's nox commands and
+  the planted-bug runs start) runs to its end within that test: all its lines are that test's (the id the
+  recorded pytest puts in ``WY_COV_TEST`` at each item, which the process inherits). They went to the empty
+  context, which runs every test of the command, or for a nested pytest to its own items' ids, which no
+  command collects (a survivor, interpreter.py's bf16 arithmetic, was run only by the README's fla-ascend
+  fuzz command);
+* any other process lives across tests, or may: a server (its outermost code calls one of ``SERVERS``: the
+  case runner's ``serve`` and fork server, the history server, multiprocessing's spawned children such as the
+  warm pool's and the lowering's workers), a fork of one (a case child), a fork of the recorded pytest (a
+  test's ``multiprocessing`` fork). There a frame of package code that starts outside any context (not a
+  module body) takes the id in that file, the test running at that moment: a case, a task, a wait is the
+  test's that sent it, as is whatever it calls. The functions of ``SERVERS`` (the loops themselves) and
+  code outside the package (multiprocessing's worker loop) start none, so their own lines stay outside any
+  test. This replaced naming only each case's entry (the case runner's ``run_within_memory``, the history
+  server's ``run_sequence``, the warm pool's ``run_config``): everything else those processes ran (their
+  start-up, the lowering's tasks, a case child's calls around its case, a test's forked writers) went to the
+  empty context, every test's (docs/ci.md has the numbers).
+
+The recorded pytest's own lines outside any item (imports, a module's declarations checked at import, exit
+handlers) stay in the empty context: they run once for every test (a package function a test module calls
+while pytest collects it records under that module, ``_collected``). The baseline records its commands side
+by side, each split over its test files into ``--jobs`` parts (generated.Runner._record), and a command's map
+is the union of its parts'.
 
 What the selection can miss, and what is done about it:
 
-* lines run outside any test (imports, module and class bodies, a function's defaults, the case runner's
-  loop, a child's start-up) carry the empty context, and a statement outside any function that the map
-  lacks may have run where coverage did not look: a mutant changing either runs every test of that
-  command (``select`` gives None), except a module or class-level definition, which runs the tests of the
-  statements that read what it defines (``Readers``): it misses a name read only through a string built at
-  run time (``getattr(m, "X" + s)``, ``globals()``), a star import, or a file other than Python source;
+* lines run outside any test (imports, module and class bodies, a function's defaults, a server's loop, an
+  exit handler) carry the empty context, and a statement outside any function that the map lacks may have
+  run where coverage did not look: a mutant changing either runs every test of that command (``select``
+  gives None), except a module or class-level definition, which runs the tests of the statements that read
+  what it defines (``Readers``): it misses a name read only through a string built at run time
+  (``getattr(m, "X" + s)``, ``globals()``), a star import, or a file other than Python source;
+* in a process that lives across tests, work records under the test running when its package frame began,
+  which is not always the test it serves: a server's or a worker's start-up (its imports included) is the
+  test that started it or the one running when it got there, and the state it sets up is read by later
+  tests' cases (as a session fixture's, below); a frame that waits across tests (a case child's read of its
+  next case) is the test running when it began to wait; background work that outlives its test (a pool's
+  task still running, a child left behind) is its own test's only if it began then. A mutant there runs the
+  tests recorded, not the later ones that depend on it;
 * a statement inside a function that no test executed (dead code, a device-only path, or code run only in
   a process coverage does not follow: a subprocess started with an environment without
   ``COVERAGE_PROCESS_CONFIG`` or without this PYTHONPATH) runs no test: the mutant survives, as it would on
@@ -68,10 +91,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 CACHE_DIR = ".mutants-coverage"
-ENTRIES = ("run_within_memory", "run_sequence", "run_config")
-# What a server process runs (testing/runner.py's and testing/history.py's, multiprocessing's spawned children):
-# it serves many tests' cases, so only its ENTRIES name a test; every other process a test starts is that test's.
-SERVERS = frozenset({"serve", "serve_forks", "spawn_main"})
+# Functions that live across tests: a server process's outermost code (testing/runner.py's ``serve`` and
+# ``serve_forks``, testing/history.py's ``serve``, multiprocessing's ``spawn_main`` of the warm pool's and the
+# lowering's workers) and the case loop of the runner's children (``_serve``). Their own lines stay outside any
+# test; each package function they call (a case, a task, a wait) starts the context of the test running then.
+SERVERS = frozenset({"_serve", "serve", "serve_forks", "spawn_main"})
 # Files whose lines the recording may not attribute to tests: every test of every command (none so far:
 # the interpreter runs the kernels' own functions, so their lines carry the tests that launched them).
 FULL_FILES: frozenset[str] = frozenset()
@@ -85,12 +109,12 @@ SOURCE_READERS: dict[str, tuple[str, ...]] = {
 PLUGIN = '''\
 """coverage plugin of mutation/selection.py: one context per pytest item, followed into the processes it starts."""
 import os
+import threading
 from pathlib import Path
 
 import coverage
 
 FILE = os.environ.get("WY_COV_CONTEXT_FILE", "")
-ENTRIES = __ENTRIES__
 SERVERS = __SERVERS__
 PACKAGE = __PACKAGE__
 BORN = os.getpid()  # a forked child keeps this module and so its parent's pid here
@@ -102,8 +126,8 @@ server = False
 
 
 def _serves(frame):
-    """Whether this process is a server (its outermost code calls one of SERVERS): its cases, not its life,
-    belong to tests."""
+    """Whether this process is a server (its outermost code calls one of SERVERS): it lives across tests, so
+    only the package functions its loop calls name one."""
     global server
     while frame is not None and not server:
         server = bool(set(frame.f_code.co_names) & SERVERS)
@@ -131,31 +155,37 @@ def _collected(frame):
     return None
 
 
+def _running():
+    """The test the recorded pytest runs now (FILE), None before its first."""
+    try:
+        return Path(FILE).read_text() or None
+    except OSError:
+        return None
+
+
 class Contexts(coverage.CoveragePlugin):
     def dynamic_context(self, frame):
-        name = frame.f_code.co_name
+        code = frame.f_code
+        if threading.current_thread() is not threading.main_thread():
+            return None  # the context is the process's: one a thread ended would end the main thread's too
         if OUTER and os.getpid() == BORN:  # the recorded pytest: one context per item
-            if name == "runtestprotocol" and "item" in frame.f_locals:
+            if code.co_name == "runtestprotocol" and "item" in frame.f_locals:
                 nodeid = frame.f_locals["item"].nodeid
                 if FILE:
                     Path(FILE).write_text(nodeid)
                 os.environ["WY_COV_TEST"] = nodeid  # what a process this test starts inherits
                 return nodeid
             return _collected(frame)
-        if name in ENTRIES and FILE:  # a case in a server or its child: the test that sent it
-            try:
-                return Path(FILE).read_text() or None
-            except OSError:
-                return None
         if SPAWNED_IN and os.getpid() == BORN and not _serves(frame):
             return SPAWNED_IN  # a process run to its end within one test (the CLI, a nested pytest, a script)
+        if FILE and PACKAGE in code.co_filename and code.co_name != "<module>" and code.co_name not in SERVERS:
+            return _running()  # work done for a test in a server, a pool's worker or a fork: the test running now
         return None
 
 
 def coverage_init(reg, options):
     reg.add_dynamic_context(Contexts())
-'''.replace("__ENTRIES__", repr(ENTRIES)).replace("__SERVERS__", f"frozenset({sorted(SERVERS)!r})").replace(
-    "__PACKAGE__", repr(f"{os.sep}wy_ascend{os.sep}"))
+'''.replace("__SERVERS__", f"frozenset({sorted(SERVERS)!r})").replace("__PACKAGE__", repr(f"{os.sep}wy_ascend{os.sep}"))
 
 SITECUSTOMIZE = '''\
 """Written by mutation/selection.py for a coverage recording: coverage in every child interpreter."""

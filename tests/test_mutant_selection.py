@@ -186,23 +186,38 @@ def oneshot():
     return 3
 
 
-def work(x):
+def forked():
+    return 4
+
+
+def after_thread():
+    return 8
+
+
+def pooled(x):
+    return x * 2
+
+
+def setup():
+    return 6
+
+
+def handle(x):
     return x + 1
-
-
-def run_sequence(x):
-    return work(x)
 
 
 def serve():
     import sys
+    setup()
     for line in sys.stdin:
-        print(run_sequence(int(line)), flush=True)
+        print(handle(int(line)), flush=True)
 """
 
 TESTS = """\
+import multiprocessing
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
@@ -225,6 +240,12 @@ def server():
     p.wait()
 
 
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as executor:
+        yield executor
+
+
 def test_direct():
     assert wy_ascend.direct() == 1
 
@@ -237,6 +258,19 @@ def test_oneshot():
     assert subprocess.run([sys.executable, "-c", "import wy_ascend; assert wy_ascend.oneshot() == 3"]).returncode == 0
 
 
+def test_threaded():
+    script = ("import threading, wy_ascend; t = threading.Thread(target=abs, args=(1,)); "
+              "t.start(); t.join(); wy_ascend.after_thread()")
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 0
+
+
+def test_forked():
+    child = multiprocessing.get_context("fork").Process(target=wy_ascend.forked)
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+
+
 def test_server_started(server):
     pass
 
@@ -245,6 +279,14 @@ def test_server_used(server):
     server.stdin.write("1\\n")
     server.stdin.flush()
     assert server.stdout.readline().strip() == "2"
+
+
+def test_pool_started(pool):
+    assert pool.submit(abs, -1).result() == 1
+
+
+def test_pool_used(pool):
+    assert pool.submit(wy_ascend.pooled, 2).result() == 4
 """
 
 
@@ -253,10 +295,13 @@ def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(
     README's nox commands and the planted-bug runs start one) records its lines under that test, the one a
     mutant's command can select: they went to the empty context, which runs every test of the command, or for
     a nested pytest to its own items' ids, which no command collects (interpreter.py's bf16 arithmetic, run only
-    by the README's fla-ascend fuzz command, survived a sample so). A server started in one test serving
-    another's case records the case under the test that sent it (ENTRIES) and its own loop under none. A call
-    a test module makes while pytest collects it (a parametrize list) records under that module; a call the
-    package makes at its own import, there too, under none (every test's)."""
+    by the README's fla-ascend fuzz command, survived a sample so). In a process that serves many tests (a
+    server, a pool's spawned worker) or a fork of the recorded pytest, each package function records under the
+    test running when it was called: a case or a task under the test that sent it, the server's start-up under
+    the test running when it got there, the server's loop (selection.SERVERS) under none. A thread starts no
+    context (coverage's is the process's: one a thread ended ended the main thread's). A call a test module makes
+    while pytest collects it (a parametrize list) records under that module; a call the package makes at its
+    own import, there too, under none (every test's)."""
     import os
     import sys
 
@@ -283,11 +328,74 @@ def test_a_recording_names_the_lines_of_each_process_a_test_starts_by_that_test(
     assert tests_of("    return 1") == ["tests/test_outer.py::test_direct"]
     assert tests_of("    return 2") == ["tests/test_outer.py::test_nested"]
     assert tests_of("    return 3") == ["tests/test_outer.py::test_oneshot"]
+    assert tests_of("    return 8") == ["tests/test_outer.py::test_threaded"]  # after a thread's context ended
+    assert tests_of("    return 4") == ["tests/test_outer.py::test_forked"]
+    assert tests_of("    return x * 2") == ["tests/test_outer.py::test_pool_used"]
+    assert tests_of("    return 6") in (["tests/test_outer.py::test_server_started"],  # its start-up: the test
+                                          ["tests/test_outer.py::test_server_used"])  # running when it got there
     assert tests_of("    return x + 1") == ["tests/test_outer.py::test_server_used"]
-    assert tests_of("        print(run_sequence(int(line)), flush=True)") == [""]
+    assert tests_of("        print(handle(int(line)), flush=True)") == [""]
     assert tests_of("    return 5") == ["tests/test_outer.py"]  # called while pytest collected that module
     assert "" in tests_of("    return 7") and "tests/test_outer.py" not in tests_of("    return 7")  # the package's
     # own import-time call, there during a collection: every test's (and the processes' tests that import it)
+
+
+
+def _frame(name: str, filename: str, back: object = None, calls: tuple[str, ...] = ()) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(f_code=SimpleNamespace(co_name=name, co_filename=filename, co_names=calls), f_back=back,
+                           f_locals={})
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(process=st.sampled_from(["server", "fork of the recorded pytest", "fork of a one-shot", "one-shot"]),
+       name=st.sampled_from([*sorted(selection.SERVERS), "<module>", "run_sequence", "run_config", "to_dict"]),
+       package=st.booleans(), running=st.sampled_from(["", "tests/test_a.py::test_x"]), thread=st.booleans())
+def test_outside_the_recorded_pytest_a_package_function_starts_the_running_test_unless_it_lives_across_tests(
+        process: str, name: str, package: bool, running: str, thread: bool) -> None:
+    """The plugin's rule in the processes the recorded pytest's tests start, on drawn frames: a one-shot process
+    (run to its end within its test, no server) is its test's throughout; in a server, a pool's worker or a fork,
+    a frame of package code starts the context of the test the recorded pytest runs now (its file), unless it
+    is a module body or a function of SERVERS (the loops that live across tests), and any other frame none (the
+    code between them, multiprocessing's worker loop, stays outside any test). A thread other than the main one
+    starts none: coverage keeps one context per process, which a thread's ending frame would end for all."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "context").write_text(running)
+        plugin: dict = {}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("WY_COV_CONTEXT_FILE", str(Path(tmp) / "context"))
+            mp.setenv("WY_COV_OUTER_PID", "0")  # another process recorded: this one was started by a test
+            mp.setenv("WY_COV_TEST", "tests/test_a.py::test_spawner")
+            exec(compile(selection.PLUGIN, "_wy_cov_contexts", "exec"), plugin)
+        if process.startswith("fork"):
+            plugin["BORN"] = os.getpid() + 1
+        plugin["OUTER"] = process == "fork of the recorded pytest"
+        outermost = _frame("<module>", "<string>", calls=("serve",) if process == "server" else ("main",))
+        filename = f"/tree/src{os.sep}wy_ascend{os.sep}m.py" if package else "/usr/lib/python3/concurrent/process.py"
+        asked: list = []
+
+        def ask() -> None:
+            asked.append(plugin["Contexts"]().dynamic_context(_frame(name, filename, back=outermost)))
+
+        if thread:
+            other = threading.Thread(target=ask)
+            other.start()
+            other.join()
+        else:
+            ask()
+    got = asked[0]
+    if thread:
+        assert got is None
+    elif process == "one-shot":
+        assert got == "tests/test_a.py::test_spawner"
+    elif package and name != "<module>" and name not in selection.SERVERS:
+        assert got == (running or None)
+    else:
+        assert got is None
 
 
 BLIND = '''\
