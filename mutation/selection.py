@@ -34,7 +34,7 @@ a process's main thread starts contexts, and a thread's lines take the main thre
   test. This replaced naming only each case's entry (the case runner's ``run_within_memory``, the history
   server's ``run_sequence``, the warm pool's ``run_config``): everything else those processes ran (their
   start-up, the lowering's tasks, a case child's calls around its case, a test's forked writers) went to the
-  empty context, every test's (docs/ci.md has the numbers).
+  empty context, every test's (docs/ledger.md has the numbers).
 
 The recorded pytest's own lines outside any item (imports, a module's declarations checked at import, exit
 handlers) stay in the empty context: they run once for every test (a package function a test module calls

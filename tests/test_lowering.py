@@ -791,7 +791,7 @@ def test_under_upstream_triton_only_the_cuda_specializations_are_listed(monkeypa
     assert lines[-1] == f"{len(cuda)} specializations = {lowering._counts(all_specs[-len(cuda):])}, 0 skipped by the UB model"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, derandomize=True, database=None, deadline=None)
 @given(cpus=st.one_of(st.none(), st.integers(1, 1024)))
 def test_the_default_jobs_are_the_cpu_count_at_most_eight(cpus: int | None) -> None:
     """The module doc's default for ``--jobs`` (the CPU count, at most 8; 1 where it is unknown), over drawn

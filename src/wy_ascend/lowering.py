@@ -31,8 +31,7 @@ neighbour pair gives (K = V = 16),
 (H, HV) the (i mod m)-th of the m ratios of HEADS with that GATE_HEAD_MAJOR, beta's dtype
 FLOAT_DTYPES[i mod 3], g's FLOAT_DTYPES[(i // 3 + j) mod 3] with j the I/O dtype's index (all nine
 pairs over the I/O dtypes: flash-linear-attention passes a float32 g with bfloat16 k and beta) and
-cu_seqlens dtype INDEX_DTYPES[(i // m) mod 2] (each head ratio with both: cuda's m = 4 ratios by
-(i // 2) gave (1, 1) and (1, 2) int32 alone).
+cu_seqlens dtype INDEX_DTYPES[(i // m) mod 2] (each head ratio with both index dtypes).
 So every K and V value (hence every tile BK/BV the planner picks; on cuda 64 and 128, bf16 with
 LOWP_DOT in one and in several tile iterations) appears with every structural combination, and
 every head ratio, gate dtype and index dtype with every combination of the other structural axes,
