@@ -29,6 +29,7 @@ from benchmarks import npu_model
 from benchmarks.shapes import H200_HBM_PEAK, SHAPES, Shape
 from wy_ascend import prepare_chunk_indices, prepare_wy_repr_bwd, recompute_w_u_fwd, reference
 from wy_ascend.testing.case import Case
+from wy_ascend.testing.perf import L2_FLUSH_BYTES
 from wy_ascend.testing.properties import DEVICE_OF, run_property
 
 # CPU cases: small enough for the interpreter (0.1-0.5 s a call), gated, grouped heads.
@@ -45,7 +46,6 @@ FUZZ_CASE = Case(cu_seqlens=(0, 37, 100), H=1, HV=2, K=32, V=32, BT=32, use_g=Tr
 CPU_ROUNDS = dict(rounds=5, warmup_rounds=1)
 ORACLE_ROUNDS = dict(rounds=10, warmup_rounds=2)
 DEVICE_ROUNDS = dict(rounds=50, warmup_rounds=10)  # warm-up covers compiles and CUDA autotuning
-L2_FLUSH_BYTES = 256 * 2**20  # larger than the H200's 60 MiB L2 (triton.testing.do_bench flushes the same)
 
 
 def _fwd_args(x: dict) -> tuple:

@@ -81,16 +81,24 @@ def test_wrong_chunk_indices_change_one_entry_or_one_row(lengths: list[int], BT:
     case = Case(cu_seqlens=tuple(int(x) for x in cu), BT=BT, H=1, HV=1, K=16, V=16)
     inputs = case.build_inputs(torch.device("cpu"))
     valid = prepare_chunk_indices(cu, BT)
+    kinds = set()
     for at in range(4 * (valid.numel() + 1)):
         wrong = _wrong_chunk_indices(inputs, at)
         if valid.numel() == 0:
             assert wrong.tolist() == [[0, 0]]
         elif wrong.shape == valid.shape:
             assert (wrong != valid).sum() == 1
+            i = int((wrong != valid).view(-1).nonzero()[0])
+            kinds.add((i, "up" if wrong.view(-1)[i] > valid.view(-1)[i] else "down"))
         elif wrong.shape[0] == valid.shape[0] + 1:
             assert wrong[:-1].equal(valid) and wrong[-1].equal(valid[-1])
+            kinds.add("row added")
         else:
             assert wrong.shape[0] == valid.shape[0] - 1 and wrong.equal(valid[:-1])
+            kinds.add("row dropped")
+    if valid.numel():  # every alternative of the region is drawn: each entry either way, a row more and fewer
+        assert kinds == {(i, way) for i in range(valid.numel()) for way in ("up", "down")} | {"row added",
+                                                                                             "row dropped"}
 
 
 @settings(max_examples=30, derandomize=True, database=None, deadline=None)

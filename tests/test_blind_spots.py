@@ -471,6 +471,44 @@ def test_varlen_split_holds_a_fixed_batch_to_its_rows_packed(monkeypatch) -> Non
         properties.check_varlen_split(case)
 
 
+@pytest.mark.cpu_backend
+@pytest.mark.parametrize("check", ["varlen_split", "widened_gates"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_where_two_compiles_run_an_output_is_held_to_their_rounding_and_no_further(monkeypatch, check: str,
+                                                                                   dtype: str) -> None:
+    """The compiled branch of varlen_split (fixed batch against its rows packed) and of widened_gates, run here
+    with the interpreter standing in for two compiles (``_two_programs`` / ``_compiles`` made true): every output
+    carries the tolerance ``_compile_tolerances`` gives it for its dtype; a one-unit nudge passes within it and a
+    swapped pair of tokens (a wrong row, O(1)) fails it by its rel_rms."""
+    case = Case(B=2, T=20, H=1, HV=2, K=16, V=16, BT=16, use_g=True, dtype=dtype, backend="cpu")
+    if check == "widened_gates" and dtype == "float32":
+        case = case.replace(beta_dtype="bfloat16", g_dtype="bfloat16")  # gates narrower than k, to widen
+    monkeypatch.setattr(invariance, "_two_programs" if check == "varlen_split" else "_compiles", lambda c: True)
+    run = properties.check_varlen_split if check == "varlen_split" else properties.check_widened_gates
+    metrics = run(case)
+    got = properties.run_ops(case, invariance.build_inputs(case))
+    want = invariance._compile_tolerances(got, invariance.FWD_NAMES + invariance.BWD_NAMES, case.BT)
+    assert {name: row["tol"] for name, row in metrics.items()} == want and set(want) == set(got)
+    real = invariance.run_ops
+    for how in ("nudged", "swapped"):
+        def changed(c: Case, inputs: Any, how: str = how, **knobs: Any) -> Any:
+            out = real(c, inputs, **knobs)
+            if c.cu_seqlens is not None or (check == "widened_gates" and inputs.beta.dtype == torch.float32):
+                dk = out["dk"]
+                if how == "nudged":
+                    dk[0, -1, 0, 0] = torch.nextafter(dk[0, -1, 0, 0], torch.tensor(float("inf"), dtype=dk.dtype))
+                else:
+                    dk[:, :2] = dk[:, :2].flip(1).clone()
+            return out
+
+        monkeypatch.setattr(invariance, "run_ops", changed)
+        if how == "nudged":
+            run(case)
+        else:
+            with pytest.raises(properties.PropertyFailure, match=r"dk: rel_rms [0-9.e+-]+ > "):
+                run(case)
+
+
 @pytest.mark.parametrize(("subject", "backend", "two"), [
     ("wy_ascend", "cpu", False), ("wy_ascend", "cuda", True), ("wy_ascend", "npu", True),
     ("wy_ascend", "npu-cuda", True), ("fla-ascend", "cpu", True), ("fla-ascend", "npu", True),

@@ -424,6 +424,29 @@ def test_close_ends_a_child_that_does_not_answer(tmp_path: Path, fork_server: bo
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.cpu_interpreter
+@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "forked"])
+def test_a_closed_runner_starts_again_on_its_next_case_into_the_same_log(tmp_path: Path, fork_server: bool) -> None:
+    """close() ends the runner's processes and its log, not the runner: its next case starts a child again (and a
+    template, forked) that writes to the same log, after what the first child wrote (a replay or a fuzz worker
+    that closes between uses gets a working runner back, never a child writing to a closed file)."""
+    log = tmp_path / "runner.log"
+    runner = CaseRunner(log, timeout_s=60, fork_server=fork_server, backend="cpu")
+    try:
+        pids = []
+        for _ in range(2):
+            runner.run("plan_coverage", PLAN_CASE)
+            assert runner.child is not None
+            pids.append(runner.child.pid)
+            runner.close()
+            assert not _alive(pids[-1])
+        assert runner.starts == 2 and pids[0] != pids[1]
+        started = [line for line in log.read_text().splitlines() if line.startswith("=== case runner pid ")]
+        assert [int(line.split()[4]) for line in started] == pids
+    finally:
+        runner.close()
+
+
 # ----------------------------------------------------------------------------- the runner's bookkeeping, in-process
 
 

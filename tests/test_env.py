@@ -115,5 +115,27 @@ def test_each_process_takes_its_share_of_the_cores(monkeypatch: pytest.MonkeyPat
             child.share_cores(4)
     finally:
         torch.set_num_threads(before)
-    assert child.xdist_workers("auto") == 8 and child.xdist_workers(3) == 3 and child.xdist_workers(None) == 1
-    assert child.xdist_workers(0) == 1
+    assert child.xdist_workers(3) == 3 and child.xdist_workers(None) == 1 and child.xdist_workers(0) == 1
+    for unresolved in ("auto", "logical", "3", 2.0, True):
+        with pytest.raises(ValueError, match="^numprocesses must be xdist's resolved worker count"):
+            child.xdist_workers(unresolved)
+
+
+def test_xdist_resolves_auto_before_any_configure_hook_reads_it(tmp_path) -> None:
+    """What xdist_workers takes for granted, checked on the installed pytest-xdist: under ``-n auto`` and
+    ``-n logical`` a conftest's pytest_configure (the controller's, where share_cores runs) reads a count of
+    workers, not the word."""
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_configure(config):\n"
+        "    if not hasattr(config, 'workerinput'):\n"
+        "        print('numprocesses', repr(config.getoption('numprocesses')), flush=True)\n")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    for word in ("auto", "logical"):
+        run = subprocess.run([sys.executable, "-m", "pytest", "-n", word, "-p", "no:cacheprovider", "-q", "-s",
+                              "test_one.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        seen = [line.split(" ", 1)[1] for line in run.stdout.splitlines() if line.startswith("numprocesses ")]
+        assert len(seen) == 1 and seen[0].isdigit() and int(seen[0]) >= 1, run.stdout

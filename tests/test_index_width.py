@@ -28,6 +28,7 @@ from wy_ascend.testing.index_audit import (  # noqa: E402
     IndexAuditError,
     IndexWrapError,
     index_audit,
+    int64_bound,
     virtual_allocations,
     virtual_empty,
     wrap_of,
@@ -437,3 +438,18 @@ def test_this_project_s_ops_record_each_launch_that_bypasses_triton_s_run(calls:
         mp.setattr(scaling, "record_launch", lambda kernel, kw: recorded.append((kernel, kw)))
         subject_ops(Case(T=16, backend="cpu")).forward()
     assert recorded == [(f"k{j}", {"launch": i}) for j, i in order if calls[j][0] and calls[j][1][i]]
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(st.one_of(st.integers(-2**64, 2**64), st.sampled_from([-2**31 - 1, -2**31, 2**31 - 1, 2**31])),
+       st.booleans())
+def test_a_loop_bound_is_64_bit_where_a_compiled_kernel_takes_it_as_64_bit(value: int, as_constexpr: bool) -> None:
+    """int64_bound over the whole integer line, plain or constexpr, against the installed Triton's own rule for
+    an int argument's type (runtime.jit.mangle_type: i32 in int32's range, else i64 or u64): the audit's loop
+    counters are int64 exactly where a device's would be; an int64 tensor bound is 64-bit, an int32 one not."""
+    from triton.runtime.jit import mangle_type
+
+    bound = tl.constexpr(value) if as_constexpr else value
+    assert int64_bound(bound) == (mangle_type(value) != "i32")
+    b = triton.runtime.interpreter.interpreter_builder
+    assert int64_bound(tl.tensor(b.get_int64(0), tl.int64)) and not int64_bound(tl.tensor(b.get_int32(0), tl.int32))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.testing.case import DISTRIBUTIONS, Case
 from wy_ascend.testing.properties import LINEAR_SCALES, PropertyFailure, check_linearity, check_oracle, linearity
@@ -53,3 +55,35 @@ def test_units_apart_counts_units_of_the_dtype() -> None:
     assert apart[0] == 0 and apart[3] == 0 and apart[4] == 0
     assert apart[1] == pytest.approx(1.0, rel=1e-6)  # 2^-7 at 1: one unit
     assert apart[2] == pytest.approx(64.0, rel=1e-6)  # 1 apart at magnitude 3: 1 / 2^-6
+
+
+@settings(max_examples=12, derandomize=True, database=None, deadline=None)
+@given(st.sets(st.integers(0, 70 * 4 * 20 - 1), min_size=1, max_size=6), st.sampled_from([1, 3]))
+def test_the_inexact_elements_counted_are_those_off_their_scaled_value(where: set[int], units: int) -> None:
+    """The doubled run's u moved by ``units`` float32 units at drawn elements: those and only those are counted
+    as inexact, the most units apart is ``units``, and the property fails (naming the count) past one unit."""
+    run_ops = linearity.run_ops
+    case = GROUPED_VARLEN.replace(dtype="float32")
+
+    def moved(c: Case, inputs, **knobs):
+        out = run_ops(c, inputs, **knobs)
+        if inputs.v is not base_v:  # the doubled run
+            flat = out["u"].view(-1)
+            index = torch.tensor(sorted(where))
+            flat[index] = flat[index] + units * torch.finfo(torch.float32).eps * torch.exp2(
+                torch.floor(torch.log2(flat[index].abs())))
+        return out
+
+    inputs = linearity.build_inputs(case)
+    base_v = inputs.v
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(linearity, "build_inputs", lambda c: inputs)
+        mp.setattr(linearity, "run_ops", moved)
+        if units == 1:
+            metrics = check_linearity(case)
+            assert metrics["u"]["inexact_elements"] == len(where)
+            assert metrics["u"]["max_units_apart"] == pytest.approx(1)
+        else:
+            with pytest.raises(PropertyFailure, match=f"u: {len(where)} elements are not 2x") as failure:
+                check_linearity(case)
+            assert failure.value.metrics["u"]["inexact_elements"] == len(where)

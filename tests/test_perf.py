@@ -315,6 +315,23 @@ def test_cuda_device_time_is_the_median_event_time_of_flushed_spun_calls(duratio
     assert made == [(perf.L2_FLUSH_BYTES, torch.uint8, "cuda")]
 
 
+def test_the_l2_flush_is_at_least_what_each_installed_tritons_do_bench_zeroes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device_time flushes the L2 as triton.testing.do_bench does, so its times and do_bench's see the same cold
+    cache: L2_FLUSH_BYTES is at least the buffer each installed Triton backend's driver zeroes for do_bench
+    (its ``get_empty_cache_for_benchmark``, asked here with the allocation recorded, not made)."""
+    from triton.backends import backends
+
+    sizes: list[int] = []
+
+    def empty(n: int, dtype: torch.dtype, device: str) -> None:
+        sizes.append(int(n) * dtype.itemsize)
+
+    monkeypatch.setattr(torch, "empty", empty)
+    for backend in backends.values():
+        backend.driver.get_empty_cache_for_benchmark(None)
+    assert sizes and all(perf.L2_FLUSH_BYTES >= size for size in sizes), (perf.L2_FLUSH_BYTES, sizes)
+
+
 def _fake_fla(mp: pytest.MonkeyPatch, fwd: Any, bwd: Any) -> None:
     """Put a stand-in fla-core (fla.ops.gated_delta_rule.wy_fast with ``fwd`` and ``bwd``) in sys.modules."""
     wy_fast = types.ModuleType("fla.ops.gated_delta_rule.wy_fast")

@@ -525,3 +525,28 @@ def test_an_unknown_option_of_any_command_but_fuzz_is_a_usage_error(command: lis
         main([*command, *extra])
     assert info.value.code == 2
     assert f"error: unrecognized arguments: {' '.join(extra)}" in err.getvalue()
+
+
+@pytest.mark.cpu_interpreter
+def test_replay_leaves_no_process_of_its_runner_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process a replay's case runner started (its children, and the fork server that forked them) has
+    ended when ``wy-ascend replay`` returns, on a pass and on a failure: a child left waiting for its next case
+    holds the replaying process's memory (a device's, on a device backend) for as long as that process lives."""
+    from tests.test_crash import _alive
+    from wy_ascend.testing import runner as runner_module
+
+    started: list[int] = []
+    start = runner_module.CaseRunner.start
+
+    def recording(self: runner_module.CaseRunner) -> None:
+        start(self)
+        assert self.child is not None
+        started.append(self.child.pid)
+        if self._zygote is not None:
+            started.append(self._zygote.popen.pid)
+
+    monkeypatch.setattr(runner_module.CaseRunner, "start", recording)
+    passing = _file(tmp_path, "plan_coverage", PLAN)
+    failing = _file(tmp_path, "memory_layout", Case(T=16))
+    assert main(["replay", str(passing), str(failing), "--backend", "cpu"]) == 1
+    assert started and not [pid for pid in started if _alive(pid)]

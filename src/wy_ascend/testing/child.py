@@ -38,11 +38,12 @@ def share_cores(workers: int) -> int:
 
 
 def xdist_workers(numprocesses: object) -> int:
-    """The workers pytest-xdist starts for its ``-n`` value (None or 0: none, one process does the work;
-    "auto" or "logical": one a core)."""
-    if numprocesses in ("auto", "logical"):
-        return os.cpu_count() or 1
-    return max(1, int(numprocesses or 0)) if isinstance(numprocesses, (int, str)) else 1
+    """The workers pytest-xdist starts for its ``-n`` value as a ``pytest_configure`` hook reads it: a count
+    (xdist turns "auto" and "logical" into one in its ``pytest_cmdline_main``, before any configure hook runs),
+    or None or 0 (none: one process does the work). Anything else is a ValueError naming it."""
+    if numprocesses is None or (isinstance(numprocesses, int) and not isinstance(numprocesses, bool)):
+        return max(1, numprocesses or 0)
+    raise ValueError(f"numprocesses must be xdist's resolved worker count (an int) or None, got {numprocesses!r}")
 
 
 def bind_device(device: str | None) -> None:

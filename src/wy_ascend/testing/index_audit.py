@@ -169,6 +169,18 @@ def _where(kernel_values: Any, exact: Any, active: Any) -> str:
             f"gives {int(exact[lane]):#x} ({int(exact[lane]) - int(got[lane]):+d} bytes)")
 
 
+def int64_bound(bound: Any) -> bool:
+    """Whether a tl.range bound is 64-bit on a device: an int64 tensor, or a Python int (plain or constexpr)
+    outside int32's range, which a compiled kernel takes as a 64-bit argument (Triton's argument types: an int
+    in [-2**31, 2**31) is i32, any other i64 or u64)."""
+    import triton.language as tl
+
+    if isinstance(bound, tl.tensor):
+        return bool(bound.dtype == tl.int64)
+    value = bound.value if isinstance(bound, tl.constexpr) else bound
+    return isinstance(value, int) and not -2**31 <= value < 2**31
+
+
 def _install(audit: Audit) -> None:
     """Wrap the interpreter's builder and GridExecutor for the audit (undone by ``audit.restored``)."""
     import triton.language as tl
@@ -331,17 +343,11 @@ def _install(audit: Audit) -> None:
                                       f"program id: too long to audit; at {_location(emulation)}")
             # The interpreter's counter is a Python int, made int32 where it fits; the device's has the bounds'
             # type: int64 bounds give int64 counters, in whose arithmetic nothing wraps at 2**31.
-            if any(_int64(bound) for bound in (arg1, arg2, step)):
+            if any(int64_bound(bound) for bound in (arg1, arg2, step)):
                 b = interpreter.interpreter_builder
                 return [tl.tensor(b.get_int64(int(i)), tl.int64) for i in iterations]
             return iterations
         return loop
-
-    def _int64(bound: Any) -> bool:
-        if isinstance(bound, tl.tensor):
-            return bool(bound.dtype == tl.int64)
-        value = bound.value if isinstance(bound, tl.constexpr) else bound
-        return isinstance(value, int) and not -2**31 <= value < 2**31
 
     class Selected:
         """A launch's kernel function, counting the programs it runs (the launch gets only the audited sub-grid:

@@ -64,7 +64,7 @@ PEER_RATIO = 1.5
 # Hypothesis's rerun, which then ended the run as flaky with no case recorded (docs/ledger.md session 12).
 ATTEMPTS = 2
 COPY_BYTES = 1 << 30
-L2_FLUSH_BYTES = 256 << 20  # what do_bench zeroes between calls (the H200 has 60 MB of L2)
+L2_FLUSH_BYTES = 256 << 20  # zeroed before each timed call: at least what each Triton's do_bench zeroes (tests)
 SLEEP_CYCLES = 2_000_000  # ~1 ms at the H200's 1.98 GHz: longer than an op call's host work
 # do_bench windows (ms): enough repetitions for a stable median of a sub-millisecond kernel.
 WARMUP_MS, REP_MS = 25, 100
