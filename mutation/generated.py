@@ -73,8 +73,11 @@ and without xdist (the parallelism is across mutants, ``--jobs``):
     python -m pytest fuzz/ --profile ci
 
 A helper plugin (``_wy_gen_plugin``) in each run: imports every ``wy_ascend`` module first
-(one that fails to import makes the mutant *invalid*); turns off Hypothesis' shrink phase
-for tests that do not set their own phases (shrinking only minimizes a failure already
+(one that fails to import makes the mutant *invalid*); derandomizes Hypothesis for tests that do
+not set ``derandomize`` themselves (every run of a tree then draws the same examples: the baseline,
+its coverage map and each mutant; a test drawing afresh each run once failed a baseline on a case
+no earlier run had drawn, and a map of one run's draws would not be the next run's); turns off
+Hypothesis' shrink phase for tests that do not set their own phases (shrinking only minimizes a failure already
 found, so it changes no verdict, and it is most of a failing property's time: ``--shrink``
 keeps it); orders the tests: first those that killed earlier mutants of the same file, then
 the tests named after the file (``test_<stem>.py``, ``NEAR_TESTS``), each group by the
@@ -787,13 +790,13 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
-    if os.environ.get("WY_GEN_NO_SHRINK") != "1":
-        return
     from hypothesis import Phase, settings
 
-    phases = tuple(p for p in settings.default.phases if p not in (Phase.shrink, Phase.explain))
-    settings.register_profile("_wy_gen_no_shrink", parent=settings.default, phases=phases)
-    settings.load_profile("_wy_gen_no_shrink")
+    phases = settings.default.phases
+    if os.environ.get("WY_GEN_NO_SHRINK") == "1":
+        phases = tuple(p for p in phases if p not in (Phase.shrink, Phase.explain))
+    settings.register_profile("_wy_gen", parent=settings.default, phases=phases, derandomize=True)
+    settings.load_profile("_wy_gen")
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,7 +1,7 @@
 """Coverage-based test selection for generated mutants: run only the tests that execute the mutated lines.
 
 A mutant can change the outcome of a test only if the test executes a changed line (the suite's runs are
-deterministic: ``--profile ci`` is derandomized, tests/ draw with ``derandomize=True`` or fixed examples). So, as mutmut and
+deterministic: ``--profile ci`` is derandomized, and the runs' plugin derandomizes tests/: generated.py). So, as mutmut and
 cosmic-ray do, the unmutated tree's coverage is recorded once, each line with the tests that executed it
 (coverage's dynamic contexts, one per pytest node id), and a mutant runs only those tests of each command.
 The map is recorded per tree (``generated.fingerprint`` of the snapshot) and per commands, and cached in

@@ -252,6 +252,50 @@ def test_plugin_orders_killers_then_near_tests_then_fast_modules(tmp_path: Path,
                                          "tests/test_b.py::z", "tests/test_new.py::n"]
 
 
+@pytest.mark.parametrize("no_shrink", [False, True])
+def test_the_plugin_derandomizes_every_test_that_does_not_choose_and_keeps_the_rest(tmp_path: Path, monkeypatch,
+                                                                                     no_shrink: bool) -> None:
+    """A mutant's runs draw what the baseline drew: the plugin's collection hook loads a Hypothesis profile that
+    derandomizes every test leaving ``derandomize`` unset (a test's own random draws once failed a baseline on a
+    case no earlier run had met), over the profile loaded before (fuzz/'s --profile: its examples kept), with the
+    shrink phase off only under WY_GEN_NO_SHRINK. A test's own settings still win where it sets them."""
+    from hypothesis import Phase, given, settings
+    from hypothesis import strategies as st
+
+    monkeypatch.setenv("WY_MUTANT_SRC", str(tmp_path))
+    monkeypatch.setenv("WY_GEN_REPORT", str(tmp_path / "report.json"))
+    if no_shrink:
+        monkeypatch.setenv("WY_GEN_NO_SHRINK", "1")
+    else:
+        monkeypatch.delenv("WY_GEN_NO_SHRINK", raising=False)
+    before = settings.default
+    settings.register_profile("_test_before", parent=before, max_examples=7)
+    settings.load_profile("_test_before")
+    plugin: dict = {}
+    try:
+        exec(compile(gm.PLUGIN, "_wy_gen_plugin", "exec"), plugin)
+        plugin["pytest_collection"](None)
+        now = settings.default
+        assert now.derandomize and now.max_examples == 7
+        assert (Phase.shrink in now.phases) is not no_shrink
+
+        def draws() -> list[int]:
+            seen: list[int] = []
+
+            @settings(max_examples=20)  # a test that sets no derandomize of its own
+            @given(st.integers())
+            def drawing(x: int) -> None:
+                seen.append(x)
+
+            drawing()
+            return seen
+
+        assert draws() == draws()
+    finally:
+        settings.register_profile("_test_restore", parent=before)
+        settings.load_profile("_test_restore")
+
+
 # --------------------------------------------------------------------------- shards and --merge
 
 

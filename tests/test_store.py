@@ -266,7 +266,9 @@ MALFORMED = {
     "known_empty_reason": (_edit(known={"reason": " "}), "'known.reason' must be a non-empty string"),
     "known_wrong_type": (_edit(known="yes"), "'known' must be an object"),
     "subject_without_foreign_case": (_edit(subject={"name": "fla-ascend", "version": None}),
-                                     "'subject' is {\"name\": \"fla-ascend\""),
+                                     "'case.subject' is 'wy_ascend', but field 'subject' names 'fla-ascend'"),
+    "subject_record_of_wy_ascend": (_edit(subject={"name": "wy_ascend", "version": None}),
+                                    "'subject' is {\"name\": \"wy_ascend\""),
     "backend_against_case": (_edit(case__backend="cpu", backend="cuda"), "'backend' is 'cuda', but field 'case.backend'"),
     "name_does_not_match": (_edit(case__seed=5), "fields 'property' and 'case' do not match the file's name"),
 }

@@ -216,9 +216,9 @@ def byte_corruptions(draw: st.DrawFn) -> tuple[str, str, int, int]:
 def test_a_file_corrupted_in_its_bytes_is_refused_naming_it_or_read_as_the_same_case(
         tmp_path: Path, corruption: tuple[str, str, int, int]) -> None:
     """A stored file damaged below the JSON (torn, a byte changed, added or lost, invalid UTF-8) is either
-    refused, by RegressionFileError (or, where the damage renames its subject, SubjectUnavailableError: a
-    replay's MISSING) naming the file, or read as the original's property and case: never another exception,
-    which would end a replay of many files as an ERROR in the runner instead of one MALFORMED file."""
+    refused, by RegressionFileError (or SubjectUnavailableError, a replay's MISSING, where the file still names
+    one subject consistently that is not here) naming the file, or read as the original's property and case:
+    never another exception, which would end a replay of many files as an ERROR in the runner instead of one MALFORMED file."""
     name, kind, at, byte = corruption
     file = tmp_path / name
     file.write_bytes(damaged((ROOT / "regressions" / name).read_bytes(), kind, at, byte))
@@ -229,3 +229,35 @@ def test_a_file_corrupted_in_its_bytes_is_refused_naming_it_or_read_as_the_same_
         return
     original = load(ROOT / "regressions" / name)
     assert (stored.property, stored.case) == (original.property, original.case)
+
+
+SUBJECT_NAMES = st.one_of(st.sampled_from(["wy_ascend", "fla", "fla-ascend", "0", "natural-gate-wy"]),
+                          st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True))
+
+
+@pytest.mark.skipif(not FILES, reason="no files in regressions/ to mutate")
+@settings(max_examples=200, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(ORIGINALS)), case_subject=SUBJECT_NAMES,
+       record_subject=st.one_of(st.none(), SUBJECT_NAMES))
+def test_a_file_whose_two_names_of_its_subject_disagree_is_refused_naming_them(
+        tmp_path: Path, name: str, case_subject: str, record_subject: str | None) -> None:
+    """Any stored file with its case's subject and its 'subject' record (absent: wy_ascend's files) set to drawn
+    names: where they disagree it is malformed, refused naming 'case.subject' before any subject is loaded (never
+    "not available here, install it", which no install would mend); where they agree it reads, or names the subject
+    missing (SubjectUnavailableError), or is refused by another field's rule, never another exception."""
+    data = copy.deepcopy(ORIGINALS[name])
+    data["case"]["subject"] = case_subject
+    data.pop("subject", None)
+    if record_subject is not None:
+        data["subject"] = {"name": record_subject, "version": "0.1.0"}
+    file = tmp_path / name
+    file.write_text(json.dumps(data))
+    if (record_subject or "wy_ascend") != case_subject:
+        with pytest.raises(RegressionFileError, match=f"^{file}: field 'case.subject' is {case_subject!r}, but "):
+            load(file)
+        return
+    try:
+        load(file)
+    except (RegressionFileError, SubjectUnavailableError) as e:
+        assert str(e).startswith(f"{file}: "), str(e)

@@ -531,9 +531,15 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
 
 def _subject_of(path: Path, data: dict[str, Any]) -> None:
     """Load the file's subject: by its name, else the way the file says it was loaded (an import path);
-    SubjectUnavailableError saying how to get it where neither works."""
+    SubjectUnavailableError saying how to get it where neither works. A file whose two names of its subject
+    disagree (field 'subject' names another, or is missing for a subject other than wy_ascend) is malformed,
+    refused naming 'case.subject' before any load is tried: no install would make it replay."""
     name = data["case"].get("subject", subjects.DEFAULT)
     record: dict[str, Any] = data["subject"] if isinstance(data.get("subject"), dict) else {}
+    if record.get("name", subjects.DEFAULT) != name:
+        where = f"field 'subject' names {record['name']!r}" if record else "the file has no field 'subject'"
+        raise _bad(path, "case.subject", f"is {name!r}, but {where} (a foreign subject's file names its subject "
+                   "in both, wy_ascend's in neither)")
     how = str(record.get("loaded") or "")
     try:
         subjects.get(name)
