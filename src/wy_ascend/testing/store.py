@@ -518,9 +518,8 @@ def _check_case(path: Path, data: dict[str, Any]) -> Case:
         _check_object(path, call, CALL_FIELDS, f"case.before[{i}].")
         _normal_case(path, call, f"case.before[{i}]")
     case = _normal_case(path, stored, "case")
-    foreign = subjects.get(case.subject).foreign
-    named = data.get("subject", {}).get("name")
-    if foreign != ("subject" in data) or (foreign and named != case.subject):
+    # the two names agree by now (_subject_of): what is left is whether a record belongs here at all
+    if subjects.get(case.subject).foreign != ("subject" in data):
         raise _bad(path, "subject", f"is {_show(data.get('subject'))}, but field 'case.subject' is {case.subject!r} "
                    "(a foreign subject's file names it, wy_ascend's does not)")
     if case.backend is not None and data["backend"] != case.backend:
