@@ -111,6 +111,23 @@ def test_case_bytes_grow_with_the_case_and_have_a_floor() -> None:
     assert case_bytes(large) == 8 * case_bytes(large.replace(B=1, T=2**19)) > 8 * MIN_RESERVATION  # linear in tokens
 
 
+def test_a_perf_run_reserves_the_timings_buffers_beside_its_case(tmp_path, monkeypatch) -> None:
+    """perf's timing allocates its own device buffers beside a case's tensors (device_limits' copy source
+    and destination, device_time's L2 flush): a perf run's reservation holds them too, other properties'
+    do not (a small perf case once reserved the 512 MiB floor while the timing alone took 1.25 GiB)."""
+    import wy_ascend.testing.device_memory as dm
+    from wy_ascend.testing import perf
+
+    ledger = Ledger("test", 1 << 40, directory=tmp_path)
+    monkeypatch.setattr(dm, "ledger_for", lambda case: ledger)
+    assert perf.SCRATCH_BYTES == perf.COPY_BYTES + perf.L2_FLUSH_BYTES
+    for case in (Case(backend="cuda", T=16), Case(backend="cuda", B=2, T=2**16, H=2, HV=4, K=64, V=64)):
+        for prop, extra in (("perf", perf.SCRATCH_BYTES), ("oracle", 0), (None, 0)):
+            with reserved_for(case, prop):
+                held = json.loads(ledger.path.read_text())["held"]
+                assert list(held.values()) == [case_bytes(case) + extra], prop
+
+
 def test_the_cpu_backend_reserves_nothing(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("WY_ASCEND_DEVICE_LEDGER_DIR", str(tmp_path))
     with reserved_for(Case(backend="cpu")):
@@ -137,7 +154,7 @@ def test_out_of_memory_beside_others_runs_again_alone(tmp_path, monkeypatch) -> 
     ledger = Ledger("test", 100, directory=tmp_path)
     returned: list[int] = []
     monkeypatch.setattr(dm, "ledger_for", lambda case: ledger)
-    monkeypatch.setattr(dm, "case_bytes", lambda case: 20)
+    monkeypatch.setattr(dm, "case_bytes", lambda case, prop=None: 20)
     monkeypatch.setattr(dm, "_return_cached", lambda case: returned.append(1))
     ctx = multiprocessing.get_context("fork")
     started = ctx.Event()

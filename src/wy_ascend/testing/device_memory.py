@@ -41,13 +41,19 @@ T = TypeVar("T")
 LEDGER_ENV = "WY_ASCEND_DEVICE_LEDGER_DIR"  # where the ledgers live (default: the temporary directory)
 
 
-def case_bytes(case: Case) -> int:
-    """Device bytes a property run of ``case`` may hold at once: its inputs, outputs and arguments in
-    their dtypes, and the float64 oracle (on the GPU itself: testing.case.float64_device) with its
-    autograd intermediates, about six float64 copies of the inputs (what fuzz/strategies.py bounds a
-    large case's host bytes by)."""
+def case_bytes(case: Case, prop: str | None = None) -> int:
+    """Device bytes a run of property ``prop`` on ``case`` may hold at once: its inputs, outputs and
+    arguments in their dtypes, and the float64 oracle (on the GPU itself: testing.case.float64_device)
+    with its autograd intermediates, about six float64 copies of the inputs (what fuzz/strategies.py
+    bounds a large case's host bytes by); a perf run holds the timing's own buffers beside them
+    (``perf.SCRATCH_BYTES``: the copy-bandwidth probe's source and destination and the L2 flush)."""
     elements = case.H * case.K + case.HV * (2 * case.K + 2 * case.V + case.BT + 3)
-    return max(MIN_RESERVATION, case.B * case.T * elements * 8 * 6)
+    nbytes = max(MIN_RESERVATION, case.B * case.T * elements * 8 * 6)
+    if prop == "perf":
+        from .perf import SCRATCH_BYTES  # here: perf imports torch and the ops, which the ledger needs not
+
+        nbytes += SCRATCH_BYTES
+    return nbytes
 
 
 def _alive(pid: int) -> bool:
@@ -152,7 +158,7 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
     if ledger is None:
         yield
         return
-    with ledger.reserved(ledger.budget if alone else case_bytes(case)):
+    with ledger.reserved(ledger.budget if alone else case_bytes(case, prop)):
         try:
             yield
         except BaseException as error:

@@ -65,6 +65,7 @@ PEER_RATIO = 1.5
 ATTEMPTS = 2
 COPY_BYTES = 1 << 30
 L2_FLUSH_BYTES = 256 << 20  # zeroed before each timed call: at least what each Triton's do_bench zeroes (tests)
+SCRATCH_BYTES = COPY_BYTES + L2_FLUSH_BYTES  # device memory of the timing itself, beside a case's tensors
 SLEEP_CYCLES = 2_000_000  # ~1 ms at the H200's 1.98 GHz: longer than an op call's host work
 # do_bench windows (ms): enough repetitions for a stable median of a sub-millisecond kernel.
 WARMUP_MS, REP_MS = 25, 100
