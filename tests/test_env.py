@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import backends, env, interpreter
 from wy_ascend.testing import runner, warm
@@ -70,8 +72,9 @@ def test_the_number_reader_keeps_its_kind_and_range(monkeypatch: pytest.MonkeyPa
         env.number("WY_TEST_N", 5, int, "processes", positive=True)
 
 
-# Read where they are compared, each with its own check: a mode, refused by backends.check_fp32_dot on every call.
-OWN_CHECK = {"WY_ASCEND_FP32_DOT"}
+# Read where they are compared, each with its own check: modes read at the kernels' import, refused by
+# backends.check_fp32_dot and check_group_dk on every call.
+OWN_CHECK = {"WY_ASCEND_FP32_DOT", "WY_ASCEND_GROUP_DK"}
 
 
 def test_no_setting_is_read_around_the_readers() -> None:
@@ -119,6 +122,30 @@ def test_each_process_takes_its_share_of_the_cores(monkeypatch: pytest.MonkeyPat
     for unresolved in ("auto", "logical", "3", 2.0, True):
         with pytest.raises(ValueError, match="^numprocesses must be xdist's resolved worker count"):
             child.xdist_workers(unresolved)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cores=st.one_of(st.none(), st.integers(1, 256)), workers=st.integers(1, 300))
+def test_the_share_of_the_cores_over_any_machine_and_worker_count(cores: int | None, workers: int) -> None:
+    """share_cores over drawn machines: the cores (one where os.cpu_count cannot tell: None) over the workers,
+    at least one thread, whatever the two (the example above fixes 8 cores)."""
+    import os
+
+    import torch
+
+    from wy_ascend.testing import child
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                   if k not in (*child.THREAD_VARS, child.THREADS_ENV)})
+        mp.setattr(os, "cpu_count", lambda: cores)
+        before = torch.get_num_threads()
+        try:
+            want = max(1, (cores or 1) // workers)
+            assert child.share_cores(workers) == want == torch.get_num_threads()
+            assert all(os.environ[var] == str(want) for var in child.THREAD_VARS)
+        finally:
+            torch.set_num_threads(before)
 
 
 def test_xdist_resolves_auto_before_any_configure_hook_reads_it(tmp_path) -> None:

@@ -30,6 +30,37 @@ def test_the_kernels_read_the_switch_when_imported(mode: str | None, want: bool)
     assert out == str(want)
 
 
+CALL = """
+import os, torch
+from wy_ascend.ops import recompute_w_u_fwd
+from wy_ascend.testing.case import Case
+x = Case(backend="cpu", T=16, H=1, HV=2, K=16, V=16).build_inputs()
+recompute_w_u_fwd(x.k, x.v, x.beta, x.A, backend="cpu")
+os.environ["WY_ASCEND_GROUP_DK"] = os.environ.get("LATE", os.environ.get("WY_ASCEND_GROUP_DK", ""))
+recompute_w_u_fwd(x.k, x.v, x.beta, x.A, backend="cpu")
+print("ran")
+"""
+
+
+@pytest.mark.parametrize("mode,late,error", [
+    ("summ", None, "WY_ASCEND_GROUP_DK must be one of ('acc', 'sum'), got 'summ'"),
+    ("ACC", None, "WY_ASCEND_GROUP_DK must be one of ('acc', 'sum'), got 'ACC'"),
+    (None, "sum", "WY_ASCEND_GROUP_DK=sum was set after the kernels were imported"),
+    ("sum", "acc", "WY_ASCEND_GROUP_DK=acc was set after the kernels were imported"),
+    ("sum", None, None), (None, None, None),
+])
+def test_a_mode_the_kernels_did_not_take_is_refused_by_name(mode: str | None, late: str | None,
+                                                           error: str | None) -> None:
+    """Any value but "acc" or "sum", or a change after the kernels' import (which fixed the body), is a
+    ValueError naming the variable at the next call, not the default body run silently."""
+    env = _env(mode) | {"TRITON_INTERPRET": "1"} | ({"LATE": late} if late is not None else {})
+    proc = subprocess.run([sys.executable, "-c", CALL], env=env, capture_output=True, text=True)
+    if error is None:
+        assert proc.returncode == 0 and proc.stdout.strip() == "ran", proc.stderr[-2000:]
+    else:
+        assert proc.returncode != 0 and f"ValueError: {error}" in proc.stderr, proc.stderr[-2000:]
+
+
 # Forced-grouped cases: fp32, bf16 with and without the cuda variant's bf16 dot operands (lowp_dot), fp16;
 # with and without g; G 2 to 4, one and two key heads; varlen and fixed; odd K and V, multi-tile loops
 # (tile_cap 32) with NK == NV (the fused loop under lowp_dot) and NK != NV; DOT_GUARD with the Ascend

@@ -811,3 +811,15 @@ def test_the_default_jobs_are_the_cpu_count_at_most_eight(cpus: int | None) -> N
         mp.setattr(lowering, "summarize", lambda *args: 0)
         assert lowering.main(["--no-cache"]) == 0
     assert seen == [min(8, cpus or 1)]
+
+
+def test_the_command_line_help_says_what_the_gate_is(capsys) -> None:
+    """``python -m wy_ascend.lowering --help`` opens with the module doc's summary line (the gate's one-line
+    description), before its options."""
+    with pytest.raises(SystemExit) as done:
+        lowering.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    summary = lowering.__doc__.splitlines()[0]
+    assert summary.startswith("Lowering gate:") and summary in " ".join(out.split())
+    assert out.index("Lowering gate:") < out.index("options:")

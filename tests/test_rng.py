@@ -8,6 +8,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wy_ascend.testing import properties, rng
 from wy_ascend.testing.case import DISTRIBUTIONS, STREAMS, Case
@@ -17,14 +19,19 @@ CPU = torch.device("cpu")
 MASK = (1 << 64) - 1
 
 
+def finalize(state: int) -> int:
+    """SplitMix64's output function of one state, as published (Steele, Lea, Flood 2014)."""
+    z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
 def splitmix64(seed: int, n: int) -> list[int]:
-    """SplitMix64 as published (Steele, Lea, Flood 2014), in Python ints: the first n outputs."""
+    """SplitMix64 as published, in Python ints: the first n outputs."""
     out, state = [], seed
     for _ in range(n):
         state = (state + 0x9E3779B97F4A7C15) & MASK
-        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        out.append(z ^ (z >> 31))
+        out.append(finalize(state))
     return out
 
 
@@ -41,6 +48,17 @@ def test_bits_golden():
     assert unsigned(rng.bits(12345, 3, torch.arange(6))) == splitmix64(rng.mix(12345) + (3 << 40) * rng.GAMMA, 6)
     assert rng.bits(12345, 2, torch.arange(3)).tolist() == [362899993001810052, 7620440334004010858,
                                                             4653414157625989073]
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, MASK), stream=st.integers(0, 15), n=st.integers(1, 8))
+def test_bits_are_splitmix64_for_any_seed(seed: int, stream: int, n: int) -> None:
+    """Over the whole 64-bit seed range (the goldens' seeds are under 2**30, where a finalizer's first shift
+    of 29 or 31 bits reads only zeros): ``mix`` is the published finalizer, and stream s of seed is SplitMix64
+    from the state mix(seed) + s * 2**40 * GAMMA, both against this file's own SplitMix64."""
+    assert rng.mix(seed) == finalize(seed)
+    start = (finalize(seed) + (stream << rng.STREAM_BITS) * 0x9E3779B97F4A7C15) & MASK
+    assert unsigned(rng.bits(seed, stream, torch.arange(n))) == splitmix64(start, n)
 
 
 def test_uniform_and_normal_golden():

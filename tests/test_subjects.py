@@ -67,7 +67,8 @@ def _fla_ascend_module() -> Any:
     """fla-core's Ascend module as the subject imports it, under its shims: imported bare on a CPU it finds
     no Triton driver, and a test importing it so failed alone and passed after any test that had imported it
     (a generated-mutant run, running such a test first, credited it with 22 false kills)."""
-    return builtin_subjects._fla_module(builtin_subjects.FLA_ASCEND_MODULE, "cpu")
+    with subjects.get(FLA).context("cpu", None):  # where the subject imports it: the interpreter loaded first
+        return builtin_subjects._fla_module(builtin_subjects.FLA_ASCEND_MODULE, "cpu")
 
 
 def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
@@ -79,6 +80,23 @@ def test_fla_ascend_outputs_are_fla_ascends_own() -> None:
     with builtin_subjects.cpu_shims():
         w2, u2 = wy_fast.recompute_w_u_fwd_npu(x.k, x.v, x.beta, x.A, g=x.g)
     assert torch.equal(w, w2) and torch.equal(u, u2)
+
+
+def test_the_stub_device_offers_exactly_the_properties_fla_ascend_reads(monkeypatch) -> None:
+    """The cpu stub's device properties are what fla-ascend's forward and backward read, no more and no
+    less: a key it offers that no launch reads is a setting no test can see (a mutant halving an unread
+    ``num_vectorcore`` survived), and a key a new fla reads that the stub lacks fails here by name."""
+    read: list[str] = []
+
+    class Recorded(dict):
+        def __getitem__(self, key: str) -> int:
+            read.append(key)
+            return super().__getitem__(key)
+
+    offered = builtin_subjects._STUB._properties(0)
+    monkeypatch.setattr(builtin_subjects._STUB.utils, "get_device_properties", lambda device: Recorded(offered))
+    run_property("oracle", Case(T=20, H=1, HV=2, K=24, V=16, use_g=True, subject=FLA))
+    assert read and set(read) == set(offered), (sorted(set(read)), sorted(offered))
 
 
 def test_cpu_shims_are_scoped() -> None:

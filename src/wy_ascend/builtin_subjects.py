@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .backends import BACKENDS, LaunchConfig, kernel_for
+from .backends import BACKENDS, LaunchConfig
 from .subjects import BWD_ARGS, GPU, Calling, Claims, Known, Subject, Target
 
 FLA_DIST = "fla-core"
@@ -51,14 +51,15 @@ CPU_CORES = 24
 class _StubDriver:
     """The active Triton driver on a machine without a device, offering only what fla asks of one:
     ``get_benchmarker`` (its autotune decorators call it at import) and the device properties its
-    Ascend launches read (``utils.get_device_properties``: the AI core counts)."""
+    Ascend launches read (``utils.get_device_properties``: the AI core count, all fla-core 0.6.0's
+    WY kernels read of it)."""
 
     def __init__(self) -> None:
         self.cores = CPU_CORES
         self.utils = types.SimpleNamespace(get_device_properties=self._properties)
 
     def _properties(self, device: int) -> dict[str, int]:
-        return {"num_aicore": self.cores, "num_vectorcore": 2 * self.cores}
+        return {"num_aicore": self.cores}
 
     def get_benchmarker(self) -> Callable[..., Any]:
         return _untimed
@@ -109,10 +110,9 @@ def cpu_shims(num_cores: int | None = None) -> Iterator[None]:
 
 @cache
 def _fla_module(name: str, backend: str) -> types.ModuleType:
-    """fla-core's module ``name``, imported for ``backend`` (on the cpu: the interpreter loaded first,
-    then fla under ``cpu_shims``)."""
-    if backend == "cpu":
-        kernel_for(BACKENDS["cpu"], "fwd")  # TRITON_INTERPRET and the Ascend emulation, before fla imports triton
+    """fla-core's module ``name``, imported for ``backend`` (on the cpu under ``cpu_shims``). Called inside the
+    subject's context, which on the cpu loads the interpreter first, as for any declared subject
+    (``Subject.context``)."""
     try:
         with cpu_shims() if backend == "cpu" else contextlib.nullcontext():
             return importlib.import_module(name)

@@ -86,7 +86,8 @@ FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "
 # before it bit for bit): the GROUP_DK program's body (``_bwd_key_head``, "G2") instead of its value
 # heads run one after another through ``_bwd_task`` with dk summed in dk_acc (``_sum_dk``). A candidate:
 # run on the CPU interpreter only, not yet on a GPU. Not part of any compile or autotune key (Triton's
-# JIT cache, backends._autotuned, ops._CALL_ENV): one mode per process, as for FP32_DOT_TF32X3.
+# JIT cache, backends._autotuned): one mode per process, as for FP32_DOT_TF32X3; a typo or a change after
+# the import is refused by name at the next call (backends.check_group_dk).
 GROUP_DK_SUM = tl.constexpr(os.environ.get("WY_ASCEND_GROUP_DK", "acc") == "sum")
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
