@@ -4,6 +4,7 @@ used (a load, a store, a block pointer); its int64 twin, and a wrapped lane that
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -20,6 +21,7 @@ import triton.language as tl  # noqa: E402
 
 from wy_ascend import backends  # noqa: E402
 from wy_ascend.planning import UnsupportedProblemError  # noqa: E402
+from wy_ascend.testing import index_audit as index_audit_module  # noqa: E402
 from wy_ascend.testing import scaling  # noqa: E402
 from wy_ascend.testing.case import Case  # noqa: E402
 from wy_ascend.testing.failure import PropertyFailure  # noqa: E402
@@ -453,3 +455,20 @@ def test_a_loop_bound_is_64_bit_where_a_compiled_kernel_takes_it_as_64_bit(value
     assert int64_bound(bound) == (mangle_type(value) != "i32")
     b = triton.runtime.interpreter.interpreter_builder
     assert int64_bound(tl.tensor(b.get_int64(0), tl.int64)) and not int64_bound(tl.tensor(b.get_int32(0), tl.int32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(dims=st.lists(st.integers(1, 3 * index_audit_module.CORE_GRID), min_size=1, max_size=3).map(tuple),
+       keep=st.integers(1, 4))
+@example(dims=(index_audit_module.CORE_GRID,), keep=2).via("a core grid at its limit runs whole")
+@example(dims=(index_audit_module.CORE_GRID + 1,), keep=2).via("one program past it is trimmed")
+@example(dims=(8, 2), keep=2).via("two axes of a few programs each are trimmed")
+@example(dims=(1, 40, 1), keep=3).via("a core grid on another axis runs whole")
+def test_the_audit_runs_a_core_grid_whole_and_of_any_other_grid_the_last_programs(dims: tuple[int, ...],
+                                                                                    keep: int) -> None:
+    """The sub-grid an audited launch runs, over drawn grids of one to three axes: the whole grid where one axis
+    alone has more than one program and at most CORE_GRID of them (a persistent core grid, whose every program
+    loops over tasks), else the last ``keep`` programs along each axis (those of the largest offsets)."""
+    core = math.prod(dims) == max(dims) <= index_audit_module.CORE_GRID  # one axis holds all its programs
+    want = dims if core else tuple(min(d, keep) for d in dims)
+    assert index_audit_module._audited(dims, keep) == want
