@@ -164,3 +164,18 @@ def test_a_forward_only_subject_is_held_to_the_forwards_corruptions_alone(forwar
     with pytest.raises(ValueError, match=f"^bad_input: corruption {corruption!r} is of an argument subject "
                                          "'wy_ascend' does not take$"):
         check_bad_input(case)
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), at=st.integers(0, 10**6))
+def test_another_ndim_is_drawn_from_any_tensor_without_error(shape: list[int], at: int) -> None:
+    """The wrong-rank corruption over drawn shapes (one-element tensors among them: a B=T=H=1 beta) and
+    choices: another rank than the tensor's, from 0 to ndim + 2, holding the tensor's own values in order
+    (a 0-dim one its first element), so a refusal is for the rank alone."""
+    from wy_ascend.testing.properties.bad_input import _other_ndim
+
+    t = torch.arange(1, 1 + torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    out = _other_ndim(t, at)
+    assert out.ndim != t.ndim and 0 <= out.ndim <= t.ndim + 2
+    n = min(out.numel(), t.numel())
+    assert torch.equal(out.reshape(-1)[:n], t.reshape(-1)[:n])
