@@ -423,7 +423,8 @@ def _kscale(beta, g, gate_base, o_gate, m_t, USE_G: tl.constexpr):
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
     b_kscale = b_beta
     if USE_G:
-        b_kscale = b_beta * tl.exp2(tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32))
+        b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
+        b_kscale = b_beta * tl.exp2(b_g)
     return b_beta, b_kscale
 
 

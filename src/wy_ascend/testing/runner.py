@@ -79,9 +79,8 @@ def default_log() -> Path:
 class CaseLost(WyAscendError):
     """The child running a case returned no verdict: it died (``CaseCrashed``) or ran past the
     time limit (``CaseTimeout``). Raised by ``CaseRunner.run``; the regression store records it
-    as ``<kind>-<hash>.json`` with ``detail`` in the file's failure (regressions/README.md)."""
-
-    kind = "lost"
+    as ``crash-<hash>.json`` or ``timeout-<hash>.json`` (``store.LOST_KINDS``) with ``detail`` in the file's
+    failure (regressions/README.md)."""
 
     def __init__(self, message: str, detail: dict[str, Any]) -> None:
         super().__init__(message)
@@ -92,14 +91,10 @@ class CaseCrashed(CaseLost):
     """The case killed the process running it: a signal (SIGSEGV, SIGABRT, SIGKILL), an abort,
     a device fault, or any exit. ``detail``: ``signal`` (name or None), ``exitcode``, ``log``."""
 
-    kind = "crash"
-
 
 class CaseTimeout(CaseLost):
     """The case ran past the per-case time limit and its process was killed.
     ``detail``: ``limit_s``, ``log``."""
-
-    kind = "timeout"
 
 
 class RemoteTraceback(Exception):
