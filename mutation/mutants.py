@@ -172,8 +172,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "b_kscale = b_beta * tl.exp2(-tl.load(g + gate_base + o_gate",
            "forward gate exp2(-g) instead of exp2(g)"),
     Mutant("bwd_gate_natural_exp", "kernels.py",
-           "\n        b_eg = tl.exp2(b_g)",  # _bwd_task's (G2's is deeper)
-           "\n        b_eg = tl.exp(b_g)",
+           "b_eg = tl.exp2(b_g)\n        b_kscale = b_beta * b_eg\n        b_dg",  # _bwd_task's
+           "b_eg = tl.exp(b_g)\n        b_kscale = b_beta * b_eg\n        b_dg",
            "backward gate exp(g) instead of exp2(g) (g is in log2 units)"),
     Mutant("bwd_gate_difference_reversed", "kernels.py",
            "\n        b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))",  # _bwd_task's

@@ -418,14 +418,19 @@ def _sum_dk(b_dk, j, G: tl.constexpr, dk, dk_acc, o, mask):
 
 
 @triton.jit
-def _kscale(beta, g, gate_base, o_gate, m_t, USE_G: tl.constexpr):
-    """beta and kscale = beta * exp2(g) (beta without the gate) of one value head's chunk rows."""
+def _gates(beta, g, gate_base, o_gate, m_t, USE_G: tl.constexpr):
+    """beta, g, eg = exp2(g) and kscale = beta * eg of one value head's chunk rows; without USE_G kscale
+    is beta, and g and eg are beta too (never read)."""
     b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-    b_kscale = b_beta
     if USE_G:
         b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-        b_kscale = b_beta * tl.exp2(b_g)
-    return b_beta, b_kscale
+        b_eg = tl.exp2(b_g)
+        b_kscale = b_beta * b_eg
+    else:
+        b_g = b_beta
+        b_eg = b_beta
+        b_kscale = b_beta
+    return b_beta, b_g, b_eg, b_kscale
 
 
 @triton.jit
@@ -487,16 +492,10 @@ def _bwd_key_head(
         p_At = A + (row0 * HV + i_h) * BT + o_At
         b_At = _load_A(p_At, m_Ar, m_Ac, LOWP_DOT)
         gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
-        b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-        b_kscale = b_beta
-        if USE_G:
-            b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-            b_eg = tl.exp2(b_g)
-            b_kscale = b_beta * b_eg
-            b_dg = tl.zeros([BT], dtype=tl.float32)
-        else:
-            b_eg = b_beta  # not read without USE_G
+        b_beta, b_g, b_eg, b_kscale = _gates(beta, g, gate_base, o_gate, m_t, USE_G)
         b_db = tl.zeros([BT], dtype=tl.float32)
+        if USE_G:
+            b_dg = tl.zeros([BT], dtype=tl.float32)
         p_dw = dw + (row0 * HV + i_h) * K
         p_v = v + (row0 * HV + i_h) * V
         p_du = du + (row0 * HV + i_h) * V
@@ -583,8 +582,8 @@ def _bwd_key_head(
             i_h = i_h0 + j
             b_dw = _load_operand(dw + (row0 * HV + i_h) * K + o_w, m_k, LOWP_DOT, "evict_first")  # its last read
             b_At = _load_A(A + (row0 * HV + i_h) * BT + o_At, m_Ar, m_Ac, LOWP_DOT)  # a left operand once
-            b_beta, b_kscale = _kscale(beta, g, _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR), o_gate, m_t,
-                                       USE_G)
+            b_beta, b_g, b_eg, b_kscale = _gates(beta, g, _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR), o_gate,
+                                                 m_t, USE_G)
             b_dk += _mm(b_At, b_dw, LOWP_DOT) * b_kscale[:, None]
         tl.store(p_dk + o_k, b_dk.to(dk.dtype.element_ty), mask=m_k)
 
