@@ -72,9 +72,9 @@ def test_the_number_reader_keeps_its_kind_and_range(monkeypatch: pytest.MonkeyPa
         env.number("WY_TEST_N", 5, int, "processes", positive=True)
 
 
-# Read where they are compared, each with its own check: modes read at the kernels' import, refused by
-# backends.check_fp32_dot and check_group_dk on every call.
-OWN_CHECK = {"WY_ASCEND_FP32_DOT", "WY_ASCEND_GROUP_DK"}
+# Read where they are compared, each with its own check: a mode read at the kernels' import, refused by
+# backends.check_fp32_dot on every call.
+OWN_CHECK = {"WY_ASCEND_FP32_DOT"}
 
 
 def test_no_setting_is_read_around_the_readers() -> None:

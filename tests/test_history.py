@@ -236,8 +236,7 @@ def test_the_call_memo_keys_on_each_thing_a_call_depends_on(change: str, kernel:
     assert _made(second) == _made(fresh)
 
 
-ENV_VALUES = {backends.BACKEND_ENV: "cpu", backends.LOWP_ENV: "all", backends.FP32_DOT_ENV: "ieee",
-              backends.GROUP_DK_ENV: "acc"}  # else "0"
+ENV_VALUES = {backends.BACKEND_ENV: "cpu", backends.LOWP_ENV: "all", backends.FP32_DOT_ENV: "ieee"}  # else "0"
 
 
 @pytest.mark.parametrize("name", ops._CALL_ENV)

@@ -658,44 +658,27 @@ def compiled_kernels() -> int:
 
 FP32_DOT_ENV = "WY_ASCEND_FP32_DOT"
 FP32_DOT_MODES = ("ieee", "tf32x3")
-GROUP_DK_ENV = "WY_ASCEND_GROUP_DK"
-GROUP_DK_MODES = ("acc", "sum")
-
-
-def _import_mode(env: str, modes: tuple[str, str], flag: str) -> str:
-    """``env``'s mode (``modes[0]`` where unset), one of ``modes`` and the one the kernels were imported
-    with (their constexpr ``flag`` is on for ``modes[1]``), else a ValueError naming the variable."""
-    mode = os.environ.get(env) or modes[0]
-    if mode not in modes:
-        raise ValueError(f"{env} must be one of {modes}, got {mode!r}")
-    kernels = sys.modules.get(f"{__package__}.kernels")
-    if kernels is not None and bool(getattr(kernels, flag)) != (mode == modes[1]):
-        raise ValueError(f"{env}={mode} was set after the kernels were imported; set it before the "
-                         "process first uses wy_ascend's kernels")
-    return mode
 
 
 def check_fp32_dot(backend: Backend) -> None:
-    """``WY_ASCEND_FP32_DOT`` (kernels.FP32_DOT_TF32X3) is valid, asks for tf32x3 on the cuda backend only
-    (triton-ascend and the interpreter are not known to have it; npu-cuda stands for the NPU), and is the
-    value the kernels were imported with."""
+    """``WY_ASCEND_FP32_DOT`` (kernels.FP32_DOT_TF32X3) is valid, is the value the kernels were
+    imported with, and asks for tf32x3 on the cuda backend only (triton-ascend and the
+    interpreter are not known to have it; npu-cuda stands for the NPU)."""
     mode = os.environ.get(FP32_DOT_ENV) or "ieee"
+    if mode not in FP32_DOT_MODES:
+        raise ValueError(f"{FP32_DOT_ENV} must be one of {FP32_DOT_MODES}, got {mode!r}")
     if mode == "tf32x3" and backend.name != "cuda":
         raise ValueError(f"{FP32_DOT_ENV}=tf32x3 is for the cuda backend, not {backend.name!r}")
-    _import_mode(FP32_DOT_ENV, FP32_DOT_MODES, "FP32_DOT_TF32X3")
-
-
-def check_group_dk() -> None:
-    """``WY_ASCEND_GROUP_DK`` (kernels.GROUP_DK_SUM, the grouped backward's body) is valid and the value
-    the kernels were imported with: a typo or a late change is an error, not the default."""
-    _import_mode(GROUP_DK_ENV, GROUP_DK_MODES, "GROUP_DK_SUM")
+    kernels = sys.modules.get(f"{__package__}.kernels")
+    if kernels is not None and bool(kernels.FP32_DOT_TF32X3) != (mode == "tf32x3"):
+        raise ValueError(f"{FP32_DOT_ENV}={mode} was set after the kernels were imported; set it before the "
+                         "process first uses wy_ascend's kernels")
 
 
 def kernel_for(backend: Backend, kernel_name: str, warps: int | None = None) -> object:
     """The launchable kernel object of ``kernel_name`` ("fwd"/"bwd") on ``backend`` (``warps``: that
     many alone where the backend autotunes, ``launch_warps``)."""
     check_fp32_dot(backend)
-    check_group_dk()
     if backend.autotune:
         return _autotuned(kernel_name, warps, switch(AUTOTUNE_ENV, True))
     return _kernels(backend.interpret).KERNELS[kernel_name]

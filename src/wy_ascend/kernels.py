@@ -48,12 +48,6 @@ takes ``tl.trans`` of the loaded k tile with LOWP_DOT too; the first workaround,
 k through transposed addresses, was dropped once measured 1-4% slower on an H100 (docs/ledger.md
 session 26).
 
-The backward's GROUP_DK program (a batch and key head's G = HV // H value heads in one program) has two
-bodies, chosen at import by WY_ASCEND_GROUP_DK (``GROUP_DK_SUM``): "acc", the default, runs the heads one
-after another through ``_bwd_task``, each adding its dk to an fp32 partial sum in dk_acc (``_sum_dk``);
-"sum" (``_bwd_key_head``, the candidate "G2") takes k k^T once, sums the heads' symmetric dL terms in
-registers and stores dk once per tile, by linearity (its docstring). G2 has run on the interpreter only.
-
 Guards for the triton-ascend traps (docs/design.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
 * no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
@@ -82,13 +76,6 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
-# WY_ASCEND_GROUP_DK=sum (read once, when this module is imported; "acc", the default, keeps the code
-# before it bit for bit): the GROUP_DK program's body (``_bwd_key_head``, "G2") instead of its value
-# heads run one after another through ``_bwd_task`` with dk summed in dk_acc (``_sum_dk``). A candidate:
-# run on the CPU interpreter only, not yet on a GPU. Not part of any compile or autotune key (Triton's
-# JIT cache, backends._autotuned): one mode per process, as for FP32_DOT_TF32X3; a typo or a change after
-# the import is refused by name at the next call (backends.check_group_dk).
-GROUP_DK_SUM = tl.constexpr(os.environ.get("WY_ASCEND_GROUP_DK", "acc") == "sum")
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -418,177 +405,6 @@ def _sum_dk(b_dk, j, G: tl.constexpr, dk, dk_acc, o, mask):
 
 
 @triton.jit
-def _gates(beta, g, gate_base, o_gate, m_t, USE_G: tl.constexpr):
-    """beta, g, eg = exp2(g) and kscale = beta * eg of one value head's chunk rows; without USE_G kscale
-    is beta, and g and eg are beta too (never read)."""
-    b_beta = tl.load(beta + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-    if USE_G:
-        b_g = tl.load(g + gate_base + o_gate, mask=m_t, other=0.0).to(tl.float32)
-        b_eg = tl.exp2(b_g)
-        b_kscale = b_beta * b_eg
-    else:
-        b_g = b_beta
-        b_eg = b_beta
-        b_kscale = b_beta
-    return b_beta, b_g, b_eg, b_kscale
-
-
-@triton.jit
-def _bwd_key_head(
-    i_t, i_bh,
-    k, v, beta, g, A, dw, du, dk, dv, dbeta, dg,
-    cu_seqlens, chunk_indices, T,
-    H: tl.constexpr, HV: tl.constexpr, K, V,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
-    USE_G: tl.constexpr, IS_VARLEN: tl.constexpr, GATE_HEAD_MAJOR: tl.constexpr, LOWP_DOT: tl.constexpr,
-    DOT_GUARD: tl.constexpr,
-):
-    """GROUP_DK with GROUP_DK_SUM ("G2"): one chunk, batch and key head i_hk (i_bh over B*H), its
-    G = HV // H value heads in this program, with dk summed by linearity instead of head by head.
-
-    Value head j's dk is S_j @ k + diag(kscale_j) (A_j^T dw_j) with S_j = dLb_j + dLb_j^T (``_bwd_task``),
-    so the key head's is S @ k + sum_j diag(kscale_j) (A_j^T dw_j) with S = L + L^T, L = sum_j dLb_j:
-    L is summed over the heads (dLb_j is strictly lower triangular, so L + L^T rounds nothing more than
-    the sum), and one last loop over K tiles takes each dk tile whole and rounds it once into dk (no
-    fp32 partial sums in memory). k k^T (KK) is taken once per key head, in a first loop. Head j's
-    phase takes W_j = dw_j k^T (dA's k part is W_j with kscale_j on its columns) and its dv, and ends
-    with its dbeta and dg stored: dL_j * KK gives their k k^T terms, and d(k*beta*eg) . k, row i, is
-    sum_m A_j[m, i] W_j[m, i] (colsum(A_j o W_j)), so no term waits for the dk loop. LOWP_DOT: beta
-    and eg after the bf16 dots, as in ``_bwd_task``. DOT_GUARD: the left operands are dw_j (its last
-    use in the W loop), k in k k^T (a copy as the right operand), A_j^T (reloaded per dot as in
-    ``_bwd_task``; last use in the dM dot; the dk loop loads it for its one dot) and S (rebuilt from L
-    before each dot).
-
-    BT x BT matrices live at once: KK and L through the heads, with head j's A_j^T and W_j (dA; both
-    in the fused loop); in the dk loop S (L as well with DOT_GUARD) and one A_j^T at a time. Offline
-    (triton 3.6's ptxas, sm_90a; bf16 BT=64 K=V=128 H4 HV16, gate) that is 255 registers with 456
-    bytes of spill stores at 4 warps (acc: 4) and 222 without spills at 8 warps (acc: 255, none).
-    """
-    i_b, i_h0, row0, n = _chunk_rows(i_t, i_bh * (HV // H), cu_seqlens, chunk_indices, T, BT, HV, IS_VARLEN)
-    i_hk = i_h0 // (HV // H)
-    o_t = tl.arange(0, BT)
-    m_t = o_t < n
-    m_Ar, m_Ac = m_t[None, :], m_t[:, None]  # A's token rows (strided in A^T's addresses), its columns
-    m_A = m_t[:, None] & m_t[None, :]
-    m_L = (o_t[:, None] > o_t[None, :]) & m_A
-    o_gate = o_t * (1 if GATE_HEAD_MAJOR else HV)
-    o_At = o_t[None, :] * (HV * BT) + o_t[:, None]  # A^T through transposed addresses: b_At[i, j] = A[j, i]
-    p_k = k + (row0 * H + i_hk) * K
-
-    # k k^T of the key head, once for its G value heads (the dbeta and dg terms of every dL_j).
-    b_KK = tl.zeros([BT, BT], dtype=tl.float32)
-    for i_k in tl.range(0, NK, num_stages=1):
-        o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
-        b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
-        if DOT_GUARD:
-            b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber
-        else:
-            b_kt = tl.trans(b_k)
-        b_KK += _mm(b_k, b_kt, LOWP_DOT)  # k's last use, as the left operand
-
-    b_L = tl.zeros([BT, BT], dtype=tl.float32)  # sum over the heads of dLb_j
-    for j in tl.range(0, HV // H, num_stages=1):
-        i_h = i_h0 + j
-        p_At = A + (row0 * HV + i_h) * BT + o_At
-        b_At = _load_A(p_At, m_Ar, m_Ac, LOWP_DOT)
-        gate_base = _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR)
-        b_beta, b_g, b_eg, b_kscale = _gates(beta, g, gate_base, o_gate, m_t, USE_G)
-        b_db = tl.zeros([BT], dtype=tl.float32)
-        if USE_G:
-            b_dg = tl.zeros([BT], dtype=tl.float32)
-        p_dw = dw + (row0 * HV + i_h) * K
-        p_v = v + (row0 * HV + i_h) * V
-        p_du = du + (row0 * HV + i_h) * V
-        p_dv = dv + (row0 * HV + i_h) * V
-        # W = dw k^T, and dv with its dbeta terms and dA's v part. dw is read again by the dk loop:
-        # kept in L2 (evict_last), k too (the group's other heads); v and du are read once.
-        b_W = tl.zeros([BT, BT], dtype=tl.float32)
-        if LOWP_DOT and NK == NV:
-            # One loop over both, as in _bwd_task. W and dA's v part are two accumulators here, so
-            # this order and the two loops' give the same bits.
-            b_dA = tl.zeros([BT, BT], dtype=tl.float32)
-            for i in tl.range(0, NK, num_stages=1):
-                o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
-                o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
-                o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
-                b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
-                b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
-                b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
-                b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
-                b_W += _mm(b_dw, tl.trans(b_k), LOWP_DOT)  # dw's last use here
-                b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
-                                         LOWP_DOT, DOT_GUARD)
-            b_dkk = tl.sum(b_W * tl.trans(b_At), 0)  # d(k*beta*eg) . k, row by row: colsum(A o W)
-            if USE_G:
-                b_dA += b_W * b_eg[None, :]  # dw (k*eg)^T; beta on dA's columns below
-            else:
-                b_dA += b_W
-        else:
-            for i_k in tl.range(0, NK, num_stages=1):
-                o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
-                o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
-                b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
-                b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
-                b_W += _mm(b_dw, tl.trans(b_k), LOWP_DOT)  # dw's last use here
-            b_dkk = tl.sum(b_W * tl.trans(b_At), 0)  # d(k*beta*eg) . k, row by row: colsum(A o W)
-            if LOWP_DOT:
-                if USE_G:
-                    b_dA = b_W * b_eg[None, :]  # dw (k*eg)^T; beta on dA's columns below
-                else:
-                    b_dA = b_W
-            else:
-                b_dA = b_W * b_kscale[None, :]  # dw (k*beta*eg)^T
-            for i_v in tl.range(0, NV, num_stages=1):
-                o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
-                b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
-                b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
-                b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
-                                         LOWP_DOT, DOT_GUARD)
-        if LOWP_DOT:
-            b_dA = b_dA * b_beta[None, :]  # dA's column j carries beta_j (module doc)
-        b_dA = tl.where(m_L, b_dA, 0.0)
-        b_dA = _mm(b_dA, b_At, LOWP_DOT)
-        b_dM = _mm(b_At, b_dA, LOWP_DOT)  # b_At's last use (the V loop reloads it with DOT_GUARD)
-        b_dL = tl.where(m_L, -b_dM, 0.0)
-        if USE_G:
-            b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))
-        b_L += b_dL * b_beta[:, None]
-        # This head's dbeta and dg, complete: the d(k*beta*eg) . k terms, then dL * k k^T's.
-        if USE_G:
-            b_db += b_dkk * b_eg
-            b_dg += b_dkk * b_kscale
-        else:
-            b_db += b_dkk
-        b_P = b_dL * b_KK
-        b_db += tl.sum(b_P, 1)
-        tl.store(dbeta + gate_base + o_gate, b_db.to(dbeta.dtype.element_ty), mask=m_t)
-        if USE_G:
-            b_Q = b_P * b_beta[:, None]
-            b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)
-            tl.store(dg + gate_base + o_gate, b_dg.to(dg.dtype.element_ty), mask=m_t)
-
-    # dk = S @ k + sum_j diag(kscale_j) (A_j^T dw_j), tile by tile, each tile rounded once into dk.
-    b_S = b_L + tl.trans(b_L)
-    p_dk = dk + (row0 * H + i_hk) * K  # dk [B,T,H,K]: k's layout
-    for i_k in tl.range(0, NK, num_stages=1):
-        o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
-        b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_first")  # k's last read
-        b_Si = b_S
-        if DOT_GUARD:
-            b_Si = b_L + tl.trans(b_L)  # rebuilt per tile: the dot may clobber its left operand
-        b_dk = _mm(b_Si, b_k, LOWP_DOT)
-        o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
-        for j in tl.range(0, HV // H, num_stages=1):
-            i_h = i_h0 + j
-            b_dw = _load_operand(dw + (row0 * HV + i_h) * K + o_w, m_k, LOWP_DOT, "evict_first")  # its last read
-            b_At = _load_A(A + (row0 * HV + i_h) * BT + o_At, m_Ar, m_Ac, LOWP_DOT)  # a left operand once
-            b_beta, b_g, b_eg, b_kscale = _gates(beta, g, _gate_base(i_b, i_h, row0, T, HV, GATE_HEAD_MAJOR), o_gate,
-                                                 m_t, USE_G)
-            b_dk += _mm(b_At, b_dw, LOWP_DOT) * b_kscale[:, None]
-        tl.store(p_dk + o_k, b_dk.to(dk.dtype.element_ty), mask=m_k)
-
-
-@triton.jit
 def _bwd_group(
     i_t, i_bh,
     k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
@@ -599,19 +415,13 @@ def _bwd_group(
     DOT_GUARD: tl.constexpr, GROUP_DK: tl.constexpr,
 ):
     """Backward task i_bh: one value head, or with GROUP_DK a batch and key head (i_bh over B*H)
-    whose value heads run in order in this program, so dk is summed here, not by a later pass
-    (through dk_acc, or with GROUP_DK_SUM in registers: ``_bwd_key_head``)."""
+    whose value heads run in order in this program, so dk is summed here, not by a later pass."""
     if GROUP_DK:
-        if GROUP_DK_SUM:  # G2: dk summed by linearity, dk_acc unused
-            _bwd_key_head(i_t, i_bh,
-                          k, v, beta, g, A, dw, du, dk, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                          H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
-        else:
-            for j in tl.range(0, HV // H, num_stages=1):
-                _bwd_task(i_t, i_bh * (HV // H) + j, j,
-                          k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
-                          H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
-                          GROUP_DK)
+        for j in tl.range(0, HV // H, num_stages=1):
+            _bwd_task(i_t, i_bh * (HV // H) + j, j,
+                      k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
+                      H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
+                      GROUP_DK)
     else:
         _bwd_task(i_t, i_bh, 0,
                   k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,

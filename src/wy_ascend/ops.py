@@ -19,7 +19,6 @@ from .backends import (
     BACKEND_ENV,
     FP32_DOT_ENV,
     FP32_WARPS_ENV,
-    GROUP_DK_ENV,
     LOWP_ENV,
     NARROW_TILES_ENV,
     RUNTIME_DIMS_ENV,
@@ -185,11 +184,10 @@ def _arg_names(kernel: object) -> list[str]:
 
 
 # Environment variables a _Call's construction reads (backend choice, dot operands, runtime dims,
-# Ascend emulation, fp32-dot warps, shared narrow tiles, the cuda autotuner's configs, and the two read
-# at the kernels' import, checked by kernel_for): part of its memo key, so changing one takes effect,
-# or is refused, at the next call.
+# Ascend emulation, fp32-dot warps, shared narrow tiles, the cuda autotuner's configs): part of its memo
+# key, so changing one takes effect at the next call.
 _CALL_ENV = (BACKEND_ENV, LOWP_ENV, RUNTIME_DIMS_ENV, EMULATION_ENV, FP32_DOT_ENV, FP32_WARPS_ENV, NARROW_TILES_ENV,
-             AUTOTUNE_ENV, GROUP_DK_ENV)
+             AUTOTUNE_ENV)
 _CALLS: OrderedDict[tuple, _Call] = OrderedDict()
 _CALLS_SIZE = 64
 

@@ -46,8 +46,6 @@ tests/test_history.py holds each key to its list, and a scan of src/ keeps this 
   launch's allocations and accesses only.
 * ``kernels.FP32_DOT_TF32X3``: read from WY_ASCEND_FP32_DOT at import, a later change refused
   (``backends.check_fp32_dot``).
-* ``kernels.GROUP_DK_SUM``: read from WY_ASCEND_GROUP_DK at import, a later change refused
-  (``backends.check_group_dk``).
 * ``subjects._ZEROS`` (``zeros_converted`` blocks of the index-width audit, undone on exit).
 * ``backends._CONTEXT_CONFIG`` (``launch_config`` blocks, undone on exit) and ``ops._OBSERVERS``
   (``observed`` blocks; the ops never read what observers see).
