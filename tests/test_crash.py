@@ -263,6 +263,28 @@ def test_raise_at_raises_the_error_itself_at_the_childs_place() -> None:
     assert placed.value is error and (Path(placed.traceback[-1].path).name, placed.traceback[-1].lineno + 1) == ("child.py", 7)
 
 
+@settings(max_examples=30, deadline=None)
+@given(value=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=8)
+       .filter(lambda v: v.strip() not in ("", "0", "1")))
+def test_the_child_names_the_innermost_frame_as_the_place_raised(value: str) -> None:
+    """raised_at, what the child sends as the place of a failure: the file and line of the raise itself, not
+    of its caller. env.switch refuses any value but 0 and 1 with a raise of its own, in env.py, called from
+    this file (two files); without a traceback there is no place."""
+    import linecache
+
+    from wy_ascend import env
+    from wy_ascend.testing.runner import raised_at
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WY_TEST_SWITCH", value)
+        with pytest.raises(ValueError, match="WY_TEST_SWITCH must be 1 or 0") as info:
+            env.switch("WY_TEST_SWITCH", False)
+    origin = raised_at(info.value)
+    assert origin is not None and Path(origin[0]) == Path(env.__file__)
+    assert linecache.getline(*origin).strip().startswith("raise ValueError"), origin
+    assert raised_at(ValueError("never raised")) is None
+
+
 def test_unpicklable_exception_comes_back_as_runtime_error(tmp_path: Path) -> None:
     from wy_ascend.testing.runner import _portable
 

@@ -6,6 +6,8 @@ import dataclasses
 import importlib.util
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from wy_ascend import subjects
 from wy_ascend.testing.case import Case
@@ -70,6 +72,20 @@ def test_each_claim_decides_its_own_feature(feature: str) -> None:
         if other not in touched:
             assert claimed(dataclasses.replace(everything, **others_withheld), case), other
     assert not claimed(everything, case.replace(corruption="k_wrong_ndim"))
+
+@settings(max_examples=150, deadline=None)
+@given(K=st.integers(1, subjects.MAX_DIM), V=st.integers(1, subjects.MAX_DIM), pow2=st.booleans())
+@example(K=1, V=16, pow2=True).via("the smallest power of two, 2**0")
+@example(K=48, V=16, pow2=True).via("the example above")
+def test_the_power_of_two_claim_takes_exactly_the_powers_of_two(K: int, V: int, pow2: bool) -> None:
+    """claimed()'s pow2_dims over every K and V a subject may claim (1 included): a case is taken exactly
+    when both dims are powers of two (one bit set), or always without the claim."""
+    from wy_ascend.testing.properties.differential import claimed
+
+    case = Case(T=16, H=1, HV=1, K=K, V=V, BT=64, dtype="float32")
+    claims = subjects.Claims(dims=(1, subjects.MAX_DIM), pow2_dims=pow2)
+    assert claimed(claims, case) == (not pow2 or (K.bit_count() == 1 and V.bit_count() == 1))
+
 
 @needs_fla
 @pytest.mark.cpu_backend

@@ -55,8 +55,10 @@ def test_every_task_exactly_once_within_the_limits(NT, BH, spec):
             assert math.prod(launch.grid) <= spec.max_blocks
         if spec.mode == "grid":
             assert launch.grid[0] <= spec.max_grid[0] and launch.grid[1] <= spec.max_grid[1]
-        else:
-            assert launch.tasks <= spec.max_tasks and launch.grid[0] <= spec.num_cores
+        else:  # one axis of min(cores, its axis limit, the block limit, tasks) programs: no fewer, no more
+            assert launch.tasks <= spec.max_tasks and launch.grid[0] <= spec.max_grid[0]
+            assert launch.grid[0] == min(spec.num_cores, spec.max_grid[0], spec.max_blocks or spec.num_cores,
+                                         launch.tasks)
 
 
 def test_ascend_limit_splits_a_big_grid():

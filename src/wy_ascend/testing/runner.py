@@ -474,6 +474,13 @@ def names_device_fault(type_name: str, message: str) -> bool:
     return type_name == "AcceleratorError" or any(fault in text for fault in DEVICE_FAULTS)
 
 
+def raised_at(error: BaseException) -> tuple[str, int] | None:
+    """The file and line ``error`` was raised at: its traceback's innermost frame (None without one), which
+    the parent raises it at again (``_raise_at``)."""
+    frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+    return (frames[-1].filename, frames[-1].lineno or 1) if frames else None
+
+
 def _raise_at(error: BaseException, origin: tuple[str, int] | None) -> NoReturn:
     """Raise ``error`` from a frame at ``origin`` (the file and line the child raised it at), so
     that Hypothesis, which tells failures apart by where they were raised, sees the child's place;
@@ -632,11 +639,8 @@ def _serve(channel: _Channel) -> None:
             # beside every other process's cases on this device; out of memory there: again alone (device_memory.py)
             metrics = run_within_memory(case, prop, functools.partial(run_property, prop, case))
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
-            tb = e.__traceback__
-            frames = traceback.extract_tb(tb) if tb is not None else []
-            origin = (frames[-1].filename, frames[-1].lineno or 1) if frames else None
-            text = "".join(traceback.format_exception(type(e), e, tb))
-            channel.send(("raise", _portable(e), text, origin, time.process_time() - cpu,
+            text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            channel.send(("raise", _portable(e), text, raised_at(e), time.process_time() - cpu,
                           compiled_kernels() != kernels, take()))
         else:
             channel.send(("ok", _plain(metrics), time.process_time() - cpu, compiled_kernels() != kernels, take()))
