@@ -87,16 +87,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "        o_x, m_k = _tile(o_t, m_t, i_k, BK, BK * NK, HV * K)\n        b_k = ",
            "backward dk loop's K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
-           "\n            o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)",  # _bwd_task's (G2's is deeper)
-           "\n            o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("A_dead_columns_read", "kernels.py",
            "    return tl.where(m_cols, x, 0.0).to(x.dtype)",
            "    return x",
            "A's columns past a partial chunk's end read as given (they meet no token; the cases hold NaN there)"),
     Mutant("strict_lower_includes_diagonal", "kernels.py",
-           "m_L = (o_t[:, None] > o_t[None, :]) & m_A\n    if LOWP_DOT:",  # _bwd_task's
-           "m_L = (o_t[:, None] >= o_t[None, :]) & m_A\n    if LOWP_DOT:",
+           "m_L = (o_t[:, None] > o_t[None, :]) & m_A",
+           "m_L = (o_t[:, None] >= o_t[None, :]) & m_A",
            "strict-lower mask of dA/dL includes the diagonal (M's unit diagonal is not a function of k)"),
     # --- head mapping
     Mutant("fwd_head_map_modulo", "kernels.py",
@@ -172,12 +172,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "b_kscale = b_beta * tl.exp2(-tl.load(g + gate_base + o_gate",
            "forward gate exp2(-g) instead of exp2(g)"),
     Mutant("bwd_gate_natural_exp", "kernels.py",
-           "b_eg = tl.exp2(b_g)\n        b_kscale = b_beta * b_eg\n        b_dg",  # _bwd_task's
-           "b_eg = tl.exp(b_g)\n        b_kscale = b_beta * b_eg\n        b_dg",
+           "b_eg = tl.exp2(b_g)",
+           "b_eg = tl.exp(b_g)",
            "backward gate exp(g) instead of exp2(g) (g is in log2 units)"),
     Mutant("bwd_gate_difference_reversed", "kernels.py",
-           "\n        b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))",  # _bwd_task's
-           "\n        b_dL = b_dL * tl.exp2(tl.where(m_L, b_g[None, :] - b_g[:, None], 0.0))",
+           "tl.exp2(tl.where(m_L, b_g[:, None] - b_g[None, :], 0.0))",
+           "tl.exp2(tl.where(m_L, b_g[None, :] - b_g[:, None], 0.0))",
            "backward pairwise gate exp2(g_j - g_i) instead of exp2(g_i - g_j)"),
     # --- transposes and gradient terms
     Mutant("bwd_A_instead_of_A_transpose", "kernels.py",
@@ -185,12 +185,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "p_At = A + (row0 * HV + i_h) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]",
            "backward loads A where A^T is needed"),
     Mutant("dg_column_sum_sign", "kernels.py",
-           "b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)\n\n",  # _bwd_task's (its loop's last line)
-           "b_dg += tl.sum(b_Q, 1) + tl.sum(b_Q, 0)\n\n",
+           "b_dg += tl.sum(b_Q, 1) - tl.sum(b_Q, 0)",
+           "b_dg += tl.sum(b_Q, 1) + tl.sum(b_Q, 0)",
            "dg adds the column sums of Q instead of subtracting them"),
     Mutant("dbeta_kk_term_column_sum", "kernels.py",
-           "_mm(b_k, b_kt, LOWP_DOT)\n        b_db += tl.sum(b_P, 1)\n",  # _bwd_task's
-           "_mm(b_k, b_kt, LOWP_DOT)\n        b_db += tl.sum(b_P, 0)\n",
+           "    b_db += tl.sum(b_P, 1)\n",
+           "    b_db += tl.sum(b_P, 0)\n",
            "dbeta's term through A sums dL * kk^T along the wrong axis (column sums, not row sums)"),
     # --- launch planning
     Mutant("split_rectangle_unclipped", "planning.py",
@@ -292,10 +292,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "backward dk loop builds the symmetric dL term once and reuses it as every tile's left operand",
            emulated=True),
     Mutant("bwd_kk_copy_dropped", "kernels.py",
-           "b_kt = tl.trans(b_k + 0.0)  # a copy: one tile as both operands is unsafe where dots clobber\n"
-           "        else:\n            b_kt = tl.trans(b_k)\n        b_P",  # _bwd_task's
-           "b_kt = tl.trans(b_k)  # a copy: one tile as both operands is unsafe where dots clobber\n"
-           "        else:\n            b_kt = tl.trans(b_k)\n        b_P",
+           "b_kt = tl.trans(b_k + 0.0)",
+           "b_kt = tl.trans(b_k)",
            "k k^T takes one tile as both operands of one dot",
            emulated=True),
     # --- index widths: only tensors past 2**31 elements can tell

@@ -73,6 +73,7 @@ def test_each_claim_decides_its_own_feature(feature: str) -> None:
             assert claimed(dataclasses.replace(everything, **others_withheld), case), other
     assert not claimed(everything, case.replace(corruption="k_wrong_ndim"))
 
+
 @settings(max_examples=150, deadline=None)
 @given(K=st.integers(1, subjects.MAX_DIM), V=st.integers(1, subjects.MAX_DIM), pow2=st.booleans())
 @example(K=1, V=16, pow2=True).via("the smallest power of two, 2**0")
