@@ -83,9 +83,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "    m_t = o_t < BT\n    # A^T read directly",
            "backward row mask dropped: a tail chunk reads the next sequence's rows into dA and A^T"),
     Mutant("bwd_k_column_mask_dropped", "kernels.py",
-           "        o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)\n        b_k = ",
-           "        o_x, m_k = _tile(o_t, m_t, i_k, BK, BK * NK, HV * K)\n        b_k = ",
-           "backward dk loop's K column mask dropped: K not a multiple of BK pulls the next head's keys into k k^T"),
+           "    o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)\n    return _load_operand(",
+           "    o_w, m_k = _tile(o_t, m_t, i, BK, BK * (i + 1), HV * K)\n    return _load_operand(",
+           "backward k and dw tiles' K column mask dropped: K not a multiple of BK pulls the next head's keys into "
+           "dA and k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
            "o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)",
            "o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)",
@@ -269,13 +270,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "the unguarded forward's one loop over k and v tiles runs the shorter side's count (K != V)"),
     # --- the cuda variant's bf16 operands (LOWP_DOT), run on the cpu backend through the lowp_dot knob
     Mutant("bwd_fused_loop_v_under_k_mask", "kernels.py",
-           "            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, \"evict_first\")\n"
-           "            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, \"evict_first\")\n"
-           "            b_dA = _bwd_dA_k(",
-           "            b_v = _load_operand(p_v + o_x, m_k, LOWP_DOT, \"evict_first\")\n"
-           "            b_du = _load_operand(p_du + o_x, m_k, LOWP_DOT, \"evict_first\")\n"
-           "            b_dA = _bwd_dA_k(",
-           "the backward's fused first loop (LOWP_DOT, as many K as V tiles) loads v and du under the K tile's mask"),
+           "            o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)\n            if not DOT_GUARD",
+           "            o_x, m_v = _tile(o_t, m_t, i, BV, K, HV * V)\n            if not DOT_GUARD",
+           "the backward's fused first loop (LOWP_DOT, as many K as V tiles) stores dv under K's column bound"),
     Mutant("bwd_v_loop_At_reload_dropped", "kernels.py",
            "b_dvb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_du",
            "b_dvb = _mm(b_At, b_du",

@@ -48,6 +48,13 @@ takes ``tl.trans`` of the loaded k tile with LOWP_DOT too; the first workaround,
 k through transposed addresses, was dropped once measured 1-4% slower on an H100 (docs/ledger.md
 session 26).
 
+Unpipelined, the cuda backward's loops hold the next tile pair in registers instead: where the fused
+first loop runs (LOWP_DOT, NK == NV) and neither DOT_GUARD nor GROUP_DK is set, each iteration issues
+the loads of the next k, dw (and v, du) tiles before its own dots, and the dk loop's first pair is
+loaded before dA's products; the arithmetic is the same, bit for bit. On an H100 the four headline
+backwards took 0.95, 0.97, 1.17 and 0.92x the time without (docs/ledger.md session 34): the grouped
+program (GROUP_DK) spills with the extra tiles (196 bytes at 4 warps, offline), so it loads in place.
+
 Guards for the triton-ascend traps (docs/design.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
 * no block pointers (their offsets must be 32-bit on Ascend; triton 3.9 removed them);
@@ -256,6 +263,23 @@ def _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv, m_v
 
 
 @triton.jit
+def _kdw_tiles(p_k, p_dw, o_t, m_t, i, BK: tl.constexpr, K, H: tl.constexpr, HV: tl.constexpr,
+               LOWP_DOT: tl.constexpr, EVICT_K: tl.constexpr, EVICT_DW: tl.constexpr):
+    """K tile ``i`` of k ([B,T,H,K] rows) and of dw ([B,T,HV,K] rows): all masked past K."""
+    o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
+    o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
+    return _load_operand(p_k + o_k, m_k, LOWP_DOT, EVICT_K), _load_operand(p_dw + o_w, m_k, LOWP_DOT, EVICT_DW)
+
+
+@triton.jit
+def _vdu_tiles(p_v, p_du, o_t, m_t, i, BV: tl.constexpr, V, HV: tl.constexpr, LOWP_DOT: tl.constexpr):
+    """V tile ``i`` of v and du (read once: evict_first)."""
+    o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
+    return (_load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first"),
+            _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first"))
+
+
+@triton.jit
 def _bwd_task(
     i_t, i_bh, j,
     k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg,
@@ -314,31 +338,34 @@ def _bwd_task(
         # backwards 5.7-7.2% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
         # tile, in another order than the two loops below: LOWP_DOT's own, so the knobs that must
         # keep every bit (dot_guard) never switch between the orders.
+        if not DOT_GUARD and not GROUP_DK:  # prefetched: a tile pair ahead, in registers (module doc)
+            b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
+            b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, 0, BV, V, HV, LOWP_DOT)
         for i in tl.range(0, NK, num_stages=1):
-            o_k, m_k = _tile(o_t, m_t, i, BK, K, H * K)
-            o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)
             o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
-            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
-            b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
-            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
-            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
+            if not DOT_GUARD and not GROUP_DK:
+                b_k, b_dw, b_v, b_du = b_kn, b_dwn, b_vn, b_dun
+                b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i + 1, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
+            else:
+                b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
+                b_v, b_du = _vdu_tiles(p_v, p_du, o_t, m_t, i, BV, V, HV, LOWP_DOT)
             b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
+            if not DOT_GUARD and not GROUP_DK:
+                b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, i + 1, BV, V, HV, LOWP_DOT)
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
     else:
         for i_k in tl.range(0, NK, num_stages=1):
-            o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
-            o_w, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
-            b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "evict_last")
-            b_dw = _load_operand(p_dw + o_w, m_k, LOWP_DOT, "evict_last")
+            b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
             b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
         for i_v in tl.range(0, NV, num_stages=1):
             o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
-            b_v = _load_operand(p_v + o_x, m_v, LOWP_DOT, "evict_first")
-            b_du = _load_operand(p_du + o_x, m_v, LOWP_DOT, "evict_first")
+            b_v, b_du = _vdu_tiles(p_v, p_du, o_t, m_t, i_v, BV, V, HV, LOWP_DOT)
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
 
+    if LOWP_DOT and NK == NV and not DOT_GUARD and not GROUP_DK:  # the dk loop's first pair, during dA's products
+        b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "", "evict_first")
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     if LOWP_DOT:
         b_dA = b_dA * b_beta[None, :]  # dA's column j carries beta_j (LOWP_DOT paragraph above)
@@ -359,8 +386,12 @@ def _bwd_task(
     for i_k in tl.range(0, NK, num_stages=1):
         o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
         o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
-        b_k = _load_operand(p_k + o_k, m_k, LOWP_DOT, "")
-        b_dw = _load_operand(p_dw + o_x, m_k, LOWP_DOT, "evict_first")  # its last read (k: the group's other heads)
+        # dw's last read (evict_first); k's is not (the group's other heads)
+        if LOWP_DOT and NK == NV and not DOT_GUARD and not GROUP_DK:
+            b_k, b_dw = b_kn, b_dwn
+            b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k + 1, BK, K, H, HV, LOWP_DOT, "", "evict_first")
+        else:
+            b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k, BK, K, H, HV, LOWP_DOT, "", "evict_first")
         b_dkb = _mm(_A_for_dot(b_At, p_At, m_Ar, m_Ac, LOWP_DOT, DOT_GUARD), b_dw, LOWP_DOT)
         b_dkk = tl.sum(b_dkb * b_k, 1)  # d(k*beta*eg) . k, row by row: the dbeta and dg terms
         if USE_G:
