@@ -26,6 +26,7 @@ from fuzz.strategies import (
     cases,
     corruptions_adding_cu_seqlens,
     fit_lengths,
+    index_width_cases,
     large_cases,
     layout_features,
     mixed_cases,
@@ -284,3 +285,14 @@ def test_each_subjects_draws_reach_everything_its_claims_take(name: str) -> None
     assert any(d < 16 for d in dims) == (foreign and claims.dims[0] < 16)
     assert {k for c in drawn for k in c.knobs} == {k for k in LAUNCH_KNOBS if claims.takes(k)}
     assert any(layout != "offset" for c in drawn for layout in c.memory.values()) == claims.strided
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda", "npu"])
+def test_index_width_cases_draw_the_gates_class_only_where_the_run_is_virtual(backend: str) -> None:
+    """Every index_width case reaches 2**31 elements (A's, or the gates'); the gates class (value heads x
+    tokens past 2**31) only on the cpu backend, whose audit is virtual: at real size its A alone is 2**31 x
+    BT elements, past any device's memory (a device run of one asked for 65 GiB for k alone on an H100)."""
+    drawn = draw_many(index_width_cases(backend), 40)
+    gates = [c for c in drawn if c.B * c.T * c.HV >= 2**31]
+    assert all(c.B * c.T * c.HV * c.BT >= 2**31 for c in drawn)
+    assert bool(gates) == (backend == "cpu") and len(gates) < len(drawn)

@@ -364,7 +364,7 @@ def _bwd_task(
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
 
-    if LOWP_DOT and NK == NV and not DOT_GUARD and not GROUP_DK:  # the dk loop's first pair, during dA's products
+    if (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK):  # the dk loop's first pair, during dA's products
         b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "", "evict_first")
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     if LOWP_DOT:
@@ -387,7 +387,7 @@ def _bwd_task(
         o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
         o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
         # dw's last read (evict_first); k's is not (the group's other heads)
-        if LOWP_DOT and NK == NV and not DOT_GUARD and not GROUP_DK:
+        if (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK):
             b_k, b_dw = b_kn, b_dwn
             b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k + 1, BK, K, H, HV, LOWP_DOT, "", "evict_first")
         else:

@@ -56,6 +56,11 @@ def case_bytes(case: Case, prop: str | None = None) -> int:
     return nbytes
 
 
+class DeviceTooSmall(Exception):  # noqa: N818 - an outcome, not a defect: the case has no verdict here
+    """A case whose run needs more than its device's ledger budget (``Ledger.budget``) even alone: no
+    verdict on this device; the fuzz suite rejects the case (fuzz/test_fuzz.py ``check``)."""
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
