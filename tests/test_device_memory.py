@@ -435,3 +435,31 @@ def test_a_reservation_is_the_host_bytes_the_fuzz_strategies_bound_a_case_by(cas
     reserve another amount on the device than the one it was drawn for."""
     per_token = host_bytes_per_token(case.H, case.HV, case.K, case.V, case.BT)
     assert case_bytes(case) == max(MIN_RESERVATION, case.B * case.T * per_token)
+
+
+def test_index_width_past_the_budget_is_refused_before_it_reserves(tmp_path, monkeypatch) -> None:
+    """index_width counts what it holds exactly (real_size_bytes): a case whose count passes the device's budget
+    raises DeviceTooSmall, reserving nothing and waiting for no one, where an estimate's case would run alone;
+    at the budget it reserves its count. Other properties keep the estimate and the lone run."""
+    import wy_ascend.testing.device_memory as dm
+
+    case = Case(backend="cuda", B=2, T=2**16, H=2, HV=4, K=64, V=64, BT=64)
+    need = dm.real_size_bytes(case)
+    assert dm.case_bytes(case, "index_width") == need > MIN_RESERVATION
+    assert dm.case_bytes(case.replace(T=16), "index_width") == MIN_RESERVATION
+    for budget in (need - 1, need):
+        ledger = Ledger("test", budget, directory=tmp_path)
+        monkeypatch.setattr(dm, "ledger_for", lambda c, ledger=ledger: ledger)
+        if budget < need:
+            refusal = rf"index_width on this case holds {need:,} bytes .*budget of {need - 1:,} bytes: no verdict"
+            with pytest.raises(dm.DeviceTooSmall, match=refusal):
+                with reserved_for(case, "index_width"):
+                    raise AssertionError("ran past the budget")
+            assert not ledger.path.exists() or json.loads(ledger.path.read_text())["held"] == {}
+        else:
+            with reserved_for(case, "index_width"):
+                assert list(json.loads(ledger.path.read_text())["held"].values()) == [need]
+    large = case.replace(T=2**20)
+    assert dm.case_bytes(large, "oracle") > need
+    with reserved_for(large, "oracle"):  # past the budget too: the estimate's, which runs alone
+        assert list(json.loads(ledger.path.read_text())["held"].values()) == [dm.case_bytes(large, "oracle")]

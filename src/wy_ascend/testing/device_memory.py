@@ -46,7 +46,10 @@ def case_bytes(case: Case, prop: str | None = None) -> int:
     arguments in their dtypes, and the float64 oracle (on the GPU itself: testing.case.float64_device)
     with its autograd intermediates, about six float64 copies of the inputs (what fuzz/strategies.py
     bounds a large case's host bytes by); a perf run holds the timing's own buffers beside them
-    (``perf.SCRATCH_BYTES``: the copy-bandwidth probe's source and destination and the L2 flush)."""
+    (``perf.SCRATCH_BYTES``: the copy-bandwidth probe's source and destination and the L2 flush). A property
+    of EXACT_BYTES holds what its own count says (index_width: ``real_size_bytes``)."""
+    if prop in EXACT_BYTES:
+        return max(MIN_RESERVATION, real_size_bytes(case))
     elements = case.H * case.K + case.HV * (2 * case.K + 2 * case.V + case.BT + 3)
     nbytes = max(MIN_RESERVATION, case.B * case.T * elements * 8 * 6)
     if prop == "perf":
@@ -59,6 +62,18 @@ def case_bytes(case: Case, prop: str | None = None) -> int:
 class DeviceTooSmall(Exception):  # noqa: N818 - an outcome, not a defect: the case has no verdict here
     """A case whose run needs more than its device's ledger budget (``Ledger.budget``) even alone: no
     verdict on this device; the fuzz suite rejects the case (fuzz/test_fuzz.py ``check``)."""
+
+
+def real_size_bytes(case: Case) -> int:
+    """Device bytes index_width's real-size run (testing/scaling.py ``real_size_check``) holds at once: both
+    ops' inputs and outputs at the case's real sizes (k and dk [B,T,H,K]; w, dw [B,T,HV,K]; v, u, du, dv
+    [B,T,HV,V]; A [B,T,HV,BT]; beta, dbeta, g, dg [B,T,HV]) and, for grouped heads, a float32 dk per value
+    head (the backward's partial sums); its oracle is of one chunk."""
+    tokens, io = case.B * case.T, case.torch_dtype.itemsize
+    gates = 2 * case.dtype_of("beta").itemsize + (2 * case.dtype_of("g").itemsize if case.use_g else 0)
+    per_token = (io * (2 * case.H * case.K + case.HV * (2 * case.K + 4 * case.V + case.BT)) + case.HV * gates
+                 + (4 * case.HV * case.K if case.HV > case.H else 0))
+    return tokens * per_token
 
 
 def _alive(pid: int) -> bool:
@@ -149,6 +164,10 @@ class Ledger:
 
 
 NO_TENSORS = frozenset({"plan_coverage"})  # properties that build no tensor: they reserve nothing
+# Properties whose case_bytes is the exact count of what they hold, not an estimate's upper bound: past the
+# budget they cannot run even alone, and their reservation raises DeviceTooSmall instead of waiting for the
+# device to empty (a device run of index_width drew a case needing hundreds of GiB and ran out of memory).
+EXACT_BYTES = frozenset({"index_width"})
 
 
 @contextlib.contextmanager
@@ -158,11 +177,16 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
     for a property in NO_TENSORS (in the H200 nightly plan_coverage's cases waited 104 s for room they never
     used). Before the reservation goes, the allocator's cached blocks go back to the device: a process
     that kept them held memory no ledger entry named (an H200 nightly ran out of memory beside three
-    processes holding 55, 33 and 27 GiB)."""
+    processes holding 55, 33 and 27 GiB). A property of EXACT_BYTES whose count passes the budget raises
+    DeviceTooSmall before it reserves anything."""
     ledger = _ledger(case, prop)
     if ledger is None:
         yield
         return
+    if prop in EXACT_BYTES and case_bytes(case, prop) > ledger.budget:
+        need = case_bytes(case, prop)
+        raise DeviceTooSmall(f"{prop} on this case holds {need:,} bytes ({need / 2**30:.1f} GiB), past this device's "
+                             f"budget of {ledger.budget:,} bytes: no verdict here")
     with ledger.reserved(ledger.budget if alone else case_bytes(case, prop)):
         try:
             yield

@@ -16,10 +16,10 @@ host code writes outputs of that many elements (dbeta, dg transposed back; a gro
 memory that is really there, tens of GiB. On a device the real sizes run for real: zeros but for
 the last chunk of the last sequence, whose outputs must match the float64 oracle of that chunk
 alone; a wrapped address reads or writes another chunk's rows (zeros, or garbage) or faults. A case
-whose real size (``real_size_bytes``) is past the device's ledger budget has no verdict there
-(``DeviceTooSmall``; the fuzz suite rejects it): the first device run (an H100, docs/ledger.md session
-34) drew a case whose k alone was 65 GiB and ran out of memory, which is no result. No device run has
-passed it yet.
+whose real size (device_memory.real_size_bytes) is past the device's ledger budget has no verdict
+there (``DeviceTooSmall``, raised by its reservation; the fuzz suite rejects it): the first device run
+(an H100, docs/ledger.md session 34) drew a case whose k alone was 65 GiB and ran out of memory, which
+is no result. No device run has passed it yet.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from ..planning import UnsupportedProblemError
 from ..subjects import zeros_converted
 from .case import Case, Inputs
 from .compiles import differing, distinct, record_launch, recorded_launches
-from .device_memory import DeviceTooSmall, ledger_for
 from .failure import Metrics, PropertyFailure
 from .index_audit import index_audit, virtual_allocations, virtual_empty, wrap_of
 from .phases import phase
@@ -199,31 +198,10 @@ def _last_chunk(case: Case) -> tuple[int, int, int]:
     return b, start - b * case.T, end - b * case.T
 
 
-def real_size_bytes(case: Case) -> int:
-    """Device bytes ``real_size_check`` holds at once: both ops' inputs and outputs at the case's real sizes
-    (k and dk [B,T,H,K]; w, dw [B,T,HV,K]; v, u, du, dv [B,T,HV,V]; A [B,T,HV,BT]; beta, dbeta, g, dg
-    [B,T,HV]) and, for grouped heads, a float32 dk per value head (the backward's partial sums)."""
-    tokens, io = case.B * case.T, case.torch_dtype.itemsize
-    gates = 2 * case.dtype_of("beta").itemsize + (2 * case.dtype_of("g").itemsize if case.use_g else 0)
-    per_token = (io * (2 * case.H * case.K + case.HV * (2 * case.K + 4 * case.V + case.BT)) + case.HV * gates
-                 + (4 * case.HV * case.K if case.HV > case.H else 0))
-    return tokens * per_token
-
-
-def check_fits(case: Case, device: torch.device) -> None:
-    """Raise DeviceTooSmall where ``case``'s real-size run on ``device`` needs more than its ledger's budget
-    (the host's memory, on the cpu, is not checked)."""
-    ledger = ledger_for(case) if device.type != "cpu" else None
-    if ledger is not None and real_size_bytes(case) > ledger.budget:
-        raise DeviceTooSmall(f"index_width's real-size run needs {real_size_bytes(case) / 2**30:.1f} GiB, past this "
-                             f"device's budget of {ledger.budget / 2**30:.1f} GiB")
-
-
 def real_size_check(case: Case, ops: Ops) -> Metrics:
     """The real-size run (module doc): what index_width does on a device; it runs anywhere (the tests run it
-    on the cpu at small sizes). Past the device's ledger budget (``real_size_bytes``) it raises
-    DeviceTooSmall before it allocates anything."""
-    check_fits(case, ops.device)
+    on the cpu at small sizes). On a device its reservation (device_memory.case_bytes: real_size_bytes) is
+    refused with DeviceTooSmall before it starts where it passes the ledger's budget."""
     b, t0, t1 = _last_chunk(case)
     chunk_case = case.replace(B=1, T=t1 - t0, cu_seqlens=None)
     with phase("inputs"):
