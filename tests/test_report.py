@@ -74,3 +74,22 @@ def test_the_page_without_matplotlib_says_what_to_install(tmp_path: Path, monkey
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and not out.exists()
     assert "matplotlib" in err and "pip install -e '.[report]'" in err
+
+
+@pytest.mark.parametrize("ops", [("fwd", "bwd"), ("bwd",)])
+def test_compare_peer_prints_a_shape_s_rows_with_ours_over_fla_core_s(ops: tuple[str, ...], capsys) -> None:
+    """compare_peer.py prints each shape's rows once measured (a run cut by a device's time limit shows what it
+    measured): ours over fla-core's do_bench and kernel times, op by op, on our row alone; no ratio without a peer."""
+    from benchmarks.compare_peer import _print_shape
+
+    def row(op: str, provider: str, ms: float, kernel_ms: float) -> dict:
+        return dict(shape="s", op=op, provider=provider, ms=ms, GBps=1.0, hbm_frac=0.5, copy_frac=0.5, kernel_ms=kernel_ms)
+
+    rows = [row(op, "wy_ascend", 0.4 * (i + 1), 0.3 * (i + 1)) for i, op in enumerate(ops)]
+    _print_shape(rows)
+    assert [line.split()[-1] for line in capsys.readouterr().out.splitlines()] == [f"{0.3 * (i + 1):.4f}"
+                                                                                  for i in range(len(ops))]
+    rows += [row(op, "fla", 0.5 * (i + 1), 0.6 * (i + 1)) for i, op in enumerate(ops)]
+    _print_shape(rows)
+    ours = [line.split() for line in capsys.readouterr().out.splitlines() if " wy_ascend " in line]
+    assert [(w[1], w[-3], w[-1]) for w in ours] == [(op, "0.80", "0.50") for op in ops]
