@@ -511,3 +511,31 @@ def test_device_too_small_comes_back_from_the_case_runner_as_itself() -> None:
 
     error = DeviceTooSmall("index_width's real-size run needs 700.0 GiB")
     assert _portable(error) is error
+
+
+def test_the_fuzz_suite_rejects_a_case_its_device_cannot_hold(monkeypatch) -> None:
+    """fuzz/test_fuzz.py's check: a case whose run raised DeviceTooSmall (its reservation past the device's
+    budget) is rejected, Hypothesis then drawing another; no failure is recorded, tallied or found."""
+    from hypothesis.errors import Unsatisfiable
+
+    import fuzz.test_fuzz as fz
+    from wy_ascend.testing.device_memory import DeviceTooSmall
+
+    def too_large(prop: str, case: Case) -> None:
+        raise DeviceTooSmall("index_width on this case holds more than the budget")
+
+    said: list[tuple] = []
+    monkeypatch.setenv(fz.IN_PROCESS_ENV, "1")
+    monkeypatch.setattr(fz, "run_property", too_large)
+    monkeypatch.setattr(fz, "_record", lambda *a: said.append(("record", *a)))
+    monkeypatch.setattr(fz.TALLY, "found", lambda *a: said.append(("found", *a)))
+    monkeypatch.setattr(fz.TALLY, "add", lambda prop, *a, failed, **k: said.append(("add", prop, failed)))
+
+    @settings(max_examples=3, database=None, deadline=None)
+    @given(case=st.just(Case(T=16)))
+    def fuzzed(case: Case) -> None:
+        fz.check("index_width", case)
+
+    with pytest.raises(Unsatisfiable):  # every draw rejected: no example ran to a verdict
+        fuzzed()
+    assert said and set(said) == {("add", "index_width", False)}
