@@ -161,6 +161,21 @@ def test_degenerate_offsets_are_refused_naming_the_case(tmp_path: Path, cu_seqle
         load(file)
 
 
+@pytest.mark.skipif(not FILES, reason="no files in regressions/ to mutate")
+@pytest.mark.parametrize(("field", "value"), [("B", 28_823_037_615_171_175), ("T", 2**62)])
+def test_sizes_past_what_a_tensor_holds_are_refused_naming_the_case(tmp_path: Path, field: str, value: int) -> None:
+    """A case whose sizes multiply past 2**63 - 1 elements (the mutation test drew B = 28,823,037,615,171,175):
+    refused naming the case and the tensor, never torch's own "integer multiplication overflow" from the
+    loader's zero-stride expansion."""
+    name = next(n for n, d in sorted(ORIGINALS.items()) if d["case"]["cu_seqlens"] is None and "before" not in d["case"])
+    data = copy.deepcopy(ORIGINALS[name])
+    data["case"][field] = value
+    file = tmp_path / name
+    file.write_text(json.dumps(data))
+    with pytest.raises(RegressionFileError, match=r"field 'case' is outside the ops' contract: \w+ would be of shape"):
+        load(file)
+
+
 HISTORY = sorted(name for name, data in ORIGINALS.items() if data["case"].get("before"))
 
 

@@ -60,6 +60,7 @@ SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 STORE_ENV = "WY_ASCEND_REGRESSIONS"
 HASH_CHARS = 12  # 48 bits of sha256: collisions are out of reach for any realistic store
+TENSOR_ELEMENTS = torch.iinfo(torch.int64).max  # the most elements a tensor's shape may multiply to
 MAX_TRACEBACK_CHARS = 4000
 
 
@@ -476,6 +477,9 @@ def _contract(case: Case) -> None:
     """The ops' own validation (validation.validate) on tensors of the case's shapes and dtypes (zero-stride
     expansions of one element: nothing allocated), and the launch planner's rules on its knobs."""
     def arg(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        if math.prod(shape) > TENSOR_ELEMENTS:  # torch's expand raises a RuntimeError of its own past it
+            raise ValueError(f"{name} would be of shape {shape}: {math.prod(shape):,} elements, more than a tensor "
+                             f"holds ({TENSOR_ELEMENTS:,})")
         return torch.zeros((), dtype=case.dtype_of(name)).expand(shape)
 
     B, T, H, HV, K, V = case.B, case.T, case.H, case.HV, case.K, case.V
