@@ -183,11 +183,11 @@ def reserved_for(case: Case, prop: str | None = None, alone: bool = False) -> It
     if ledger is None:
         yield
         return
-    if prop in EXACT_BYTES and case_bytes(case, prop) > ledger.budget:
-        need = case_bytes(case, prop)
+    need = case_bytes(case, prop)
+    if prop in EXACT_BYTES and need > ledger.budget:
         raise DeviceTooSmall(f"{prop} on this case holds {need:,} bytes ({need / 2**30:.1f} GiB), past this device's "
                              f"budget of {ledger.budget:,} bytes: no verdict here")
-    with ledger.reserved(ledger.budget if alone else case_bytes(case, prop)):
+    with ledger.reserved(ledger.budget if alone else need):
         try:
             yield
         except BaseException as error:

@@ -477,9 +477,10 @@ def _contract(case: Case) -> None:
     """The ops' own validation (validation.validate) on tensors of the case's shapes and dtypes (zero-stride
     expansions of one element: nothing allocated), and the launch planner's rules on its knobs."""
     def arg(name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        if math.prod(shape) > TENSOR_ELEMENTS:  # torch's expand raises a RuntimeError of its own past it
-            raise ValueError(f"{name} would be of shape {shape}: {math.prod(shape):,} elements, more than a tensor "
-                             f"holds ({TENSOR_ELEMENTS:,})")
+        elements = math.prod(shape)
+        if elements > TENSOR_ELEMENTS:  # torch's expand raises a RuntimeError of its own past it
+            raise ValueError(f"{name} would be of shape {shape}: {elements:,} elements, more than a tensor holds "
+                             f"({TENSOR_ELEMENTS:,})")
         return torch.zeros((), dtype=case.dtype_of(name)).expand(shape)
 
     B, T, H, HV, K, V = case.B, case.T, case.H, case.HV, case.K, case.V
