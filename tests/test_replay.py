@@ -550,3 +550,28 @@ def test_replay_leaves_no_process_of_its_runner_behind(tmp_path: Path, monkeypat
     failing = _file(tmp_path, "memory_layout", Case(T=16))
     assert main(["replay", str(passing), str(failing), "--backend", "cpu"]) == 1
     assert started and not [pid for pid in started if _alive(pid)]
+
+
+def test_a_case_past_its_device_s_memory_replays_unavailable(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored case whose reservation the device refuses (DeviceTooSmall: an index_width case past its memory)
+    never ran: UNAVAILABLE with the reservation's reason, exit 0, as the fuzz suite rejects it; any other error
+    of the case stays an ERROR."""
+    from wy_ascend.testing.device_memory import DeviceTooSmall
+
+    path = _file(tmp_path, "plan_coverage", PLAN)
+
+    def refused(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        raise DeviceTooSmall("index_width on this case holds 9 bytes, past this device's budget of 8 bytes")
+
+    monkeypatch.setattr(store, "replay", refused)
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "UNAVAILABLE: index_width on this case holds 9 bytes" in out and "ERROR" not in out
+
+    def other(stored: store.StoredCase, backend: str | None = None, runner: object = None) -> dict:
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(store, "replay", other)
+    assert main(["replay", str(path)]) == 1
+    assert "ERROR: RuntimeError: something else" in capsys.readouterr().out

@@ -98,7 +98,8 @@ def format_case(case: Any) -> str:
 VERDICTS: dict[str, tuple[int, str]] = {
     "PASS": (0, "the property holds"),
     "KNOWN": (0, "a subject's own defect, marked known, still fails as recorded"),
-    "UNAVAILABLE": (0, "cannot run on this backend by what it is (a perf file on the cpu); not run"),
+    "UNAVAILABLE": (0, "cannot run on this backend or device by what it is (a perf file on the cpu, an index_width "
+                       "case past the device's memory); not run"),
     "FAIL": (1, "the property fails"),
     "ERROR": (1, "the case raised an exception other than a property failure"),
     "CRASH": (1, "the case killed the process running it"),
@@ -162,6 +163,7 @@ def stale_install_warning(start: Path) -> str | None:
 
 
 def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str | None = None) -> Verdict:
+    from .testing.device_memory import DeviceTooSmall
     from .testing.properties import PropertyFailure, device_of
     from .testing.runner import CaseCrashed, CaseTimeout, RemoteTraceback
     from .testing.store import KnownDefectFixed, bound_changes, load, missing, replay, unavailable
@@ -208,6 +210,9 @@ def _replay_one(path: Path, backend_arg: str | None, runner: Any, subject: str |
         if "known" in metrics and stored.known is not None:
             print(f"KNOWN: still fails as recorded: {metrics['known']['still_fails']}")
             verdict = Verdict(str(path), stored.property, "KNOWN", stored.known["reason"])
+    except DeviceTooSmall as e:  # the case's reservation: the property never started
+        print(f"UNAVAILABLE: {e}")
+        return Verdict(str(path), stored.property, "UNAVAILABLE", str(e))
     except KnownDefectFixed as e:
         print(f"FIXED: {e}")
         verdict = Verdict(str(path), stored.property, "FIXED", "marked known but passes: remove the mark")
