@@ -22,13 +22,13 @@ from wy_ascend.planning import (
 )
 
 
-def covered(p, mode) -> list[tuple[int, int]]:
+def covered(p, mode, heads_first=False) -> list[tuple[int, int]]:
     tasks = []
     for launch in p.launches:
         programs = ([(x, y) for x in range(launch.grid[0]) for y in range(launch.grid[1])] if mode == "grid"
                     else [(q,) for q in range(launch.grid[0])])
         for prog in programs:
-            tasks += program_tasks(launch, mode, prog)
+            tasks += program_tasks(launch, mode, prog, heads_first)
     return tasks
 
 
@@ -45,10 +45,10 @@ specs = st.builds(
 
 
 @settings(max_examples=300, deadline=None)
-@given(NT=st.integers(0, 40), BH=st.integers(0, 12), spec=specs)
-def test_every_task_exactly_once_within_the_limits(NT, BH, spec):
+@given(NT=st.integers(0, 40), BH=st.integers(0, 12), spec=specs, heads_first=st.booleans())
+def test_every_task_exactly_once_within_the_limits(NT, BH, spec, heads_first):
     p = plan("fwd", NT=NT, BH=BH, BT=16, K=16, V=16, spec=spec)
-    tasks = covered(p, spec.mode)
+    tasks = covered(p, spec.mode, heads_first)
     assert sorted(tasks) == [(t, b) for t in range(NT) for b in range(BH)]
     for launch in p.launches:
         if spec.max_blocks is not None:

@@ -42,7 +42,7 @@ import torch
 
 from .env import number, switch
 from .errors import BackendUnavailableError
-from .planning import ASCEND_MAX_BLOCKS, CUDA_MAX_GRID, INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
+from .planning import ASCEND_MAX_BLOCKS, CUDA_MAX_BLOCKS, CUDA_MAX_GRID, INT32_MAX, MIN_TILE, DeviceSpec, LaunchMode
 
 T = TypeVar("T")
 
@@ -341,7 +341,7 @@ BACKENDS: dict[str, Backend] = {
         device_type="cuda",
         mode="grid",
         max_grid=CUDA_MAX_GRID,
-        max_blocks=None,
+        max_blocks=CUDA_MAX_BLOCKS,
         ub_bytes=None,
         # The forward in tiles up to 128 wide (K=V=128 in one tile), the backward up to 64: with
         # unpipelined tile loops the backward's 64-wide tiles ran 1.2-1.4x faster than 128-wide

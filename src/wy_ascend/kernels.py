@@ -2,8 +2,9 @@
 
 Each op has one task body (``_fwd_task``, ``_bwd_task``) that handles one (chunk, value
 head) pair, and one entry kernel that maps programs to tasks in either launch shape of
-planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count)) or
-``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
+planning.py: ``PERSISTENT=False`` (one program per task, grid (t_count, bh_count), in launch order
+the chunks of one batch-head or, for varlen batches and grouped heads, the batch-heads of one chunk in
+turn: ``_grid_task``) or ``PERSISTENT=True`` (a core grid looping over flat task ids). Launch offsets and counts
 and the length T are runtime arguments listed in ``do_not_specialize``, so splitting a grid
 into many launches never compiles a new kernel. The persistent task loop is not software-pipelined
 (``num_stages=1``): on CUDA the pipeliner otherwise buffers the next task's tiles too, and the
@@ -330,6 +331,9 @@ def _bwd_task(
     p_v = v + (row0 * HV + i_h) * V
     p_du = du + (row0 * HV + i_h) * V
     p_dv = dv + (row0 * HV + i_h) * V
+    # The next tile pair loaded into registers an iteration ahead (module doc): the fused loop's path without
+    # DOT_GUARD's reloads and without GROUP_DK, whose program spills with the extra tiles.
+    PREFETCH: tl.constexpr = (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK)
     # dA, and dv with its dbeta terms. k and dw are read again by the dk loop below: kept in L2
     # (evict_last); v and du are read once.
     if LOWP_DOT and NK == NV:
@@ -338,19 +342,19 @@ def _bwd_task(
         # backwards 5.7-7.2% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
         # tile, in another order than the two loops below: LOWP_DOT's own, so the knobs that must
         # keep every bit (dot_guard) never switch between the orders.
-        if not DOT_GUARD and not GROUP_DK:  # prefetched: a tile pair ahead, in registers (module doc)
+        if PREFETCH:
             b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
             b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, 0, BV, V, HV, LOWP_DOT)
         for i in tl.range(0, NK, num_stages=1):
             o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
-            if not DOT_GUARD and not GROUP_DK:
+            if PREFETCH:
                 b_k, b_dw, b_v, b_du = b_kn, b_dwn, b_vn, b_dun
                 b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i + 1, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
             else:
                 b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
                 b_v, b_du = _vdu_tiles(p_v, p_du, o_t, m_t, i, BV, V, HV, LOWP_DOT)
             b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
-            if not DOT_GUARD and not GROUP_DK:
+            if PREFETCH:
                 b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, i + 1, BV, V, HV, LOWP_DOT)
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
@@ -364,7 +368,7 @@ def _bwd_task(
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
 
-    if (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK):  # the dk loop's first pair, during dA's products
+    if PREFETCH:  # the dk loop's first pair, during dA's products
         b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "", "evict_first")
     m_L = (o_t[:, None] > o_t[None, :]) & m_A
     if LOWP_DOT:
@@ -387,7 +391,7 @@ def _bwd_task(
         o_k, m_k = _tile(o_t, m_t, i_k, BK, K, H * K)
         o_x, m_k = _tile(o_t, m_t, i_k, BK, K, HV * K)
         # dw's last read (evict_first); k's is not (the group's other heads)
-        if (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK):
+        if PREFETCH:
             b_k, b_dw = b_kn, b_dwn
             b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k + 1, BK, K, H, HV, LOWP_DOT, "", "evict_first")
         else:
@@ -459,6 +463,26 @@ def _bwd_group(
                   H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD, GROUP_DK)
 
 
+@triton.jit
+def _grid_task(t_offset, bh_offset, HEADS_FIRST: tl.constexpr):
+    """The task (i_t, i_bh) of this program of a grid launch (t_count, bh_count). The GPU starts programs in
+    launch order, axis 0 fastest: chunks first runs the chunks of one batch-head in turn; HEADS_FIRST the
+    batch-heads of one chunk, so the programs in flight read neighbouring rows of the token-major tensors and
+    the value heads of a key head share its k. On an H100 heads first took varlen's headline forward and
+    backward 9% and 8% less time and the grouped one's 2%, and the fixed-length H == HV backward 1% more
+    (docs/ledger.md session 35): the entries take it for varlen batches and grouped heads (the rule
+    planning.heads_first states). A launch has at most INT32_MAX programs (planning.CUDA_MAX_BLOCKS), so
+    the flat index stays in int32."""
+    if HEADS_FIRST:
+        flat = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)
+        i_t = t_offset + flat // tl.num_programs(1)
+        i_bh = bh_offset + flat % tl.num_programs(1)
+    else:
+        i_t = t_offset + tl.program_id(0)
+        i_bh = bh_offset + tl.program_id(1)
+    return i_t, i_bh
+
+
 @triton.jit(do_not_specialize=RUNTIME_ARGS)
 def wy_fwd_kernel(
     # tensors: inputs, outputs, varlen index (None when fixed-length)
@@ -485,7 +509,8 @@ def wy_fwd_kernel(
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
-        _fwd_task(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
+        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN or HV != H)
+        _fwd_task(i_t, i_bh,
                   k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
                   H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
 
@@ -519,7 +544,8 @@ def wy_bwd_kernel(
                        H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
                        GROUP_DK)
     else:
-        _bwd_group(t_offset + tl.program_id(0), bh_offset + tl.program_id(1),
+        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN or HV != H)
+        _bwd_group(i_t, i_bh,
                    k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
                    H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
                    GROUP_DK)

@@ -27,6 +27,9 @@ INT32_MAX = 2**31 - 1
 # dimensions); a CUDA grid at most INT32_MAX programs on its x axis and 65535 on y (and on z).
 ASCEND_MAX_BLOCKS = 65535
 CUDA_MAX_GRID = (INT32_MAX, 65535)  # grid x, grid y
+# A CUDA launch's programs, at most: the kernels' heads-first order (kernels._grid_task, ``heads_first``) numbers
+# a launch's programs in int32.
+CUDA_MAX_BLOCKS = INT32_MAX
 
 # Minimum tile width: tl.dot needs every dimension >= 16 on all Triton backends.
 MIN_TILE = 16
@@ -192,15 +195,27 @@ def persistent_launches(NT: int, BH: int, spec: DeviceSpec) -> list[Launch]:
     ]
 
 
-def program_tasks(launch: Launch, mode: LaunchMode, program: tuple[int, ...]) -> list[tuple[int, int]]:
+def heads_first(varlen: bool, H: int, HV: int) -> bool:
+    """Whether a grid launch's programs, in launch order, take the batch-heads of one chunk in turn (True)
+    or the chunks of one batch-head (False): heads first for varlen batches and grouped heads, where it
+    was measured faster (kernels._grid_task, which computes the same from its constexprs)."""
+    return varlen or HV != H
+
+
+def program_tasks(launch: Launch, mode: LaunchMode, program: tuple[int, ...],
+                  heads_first: bool = False) -> list[tuple[int, int]]:
     """The (i_t, i_bh) tasks one program of ``launch`` runs, exactly as the kernels map them.
 
-    grid: program (x, y) runs (t_offset + x, bh_offset + y).
+    grid: program (x, y) runs (t_offset + x, bh_offset + y), or with ``heads_first`` its flat launch-order
+    index f = x + y * t_count runs (t_offset + f // bh_count, bh_offset + f % bh_count).
     persistent: program p runs flat ids p, p + P, ... < tasks, with flat id
     f -> (t_offset + f // bh_count, bh_offset + f % bh_count).
     """
     if mode == "grid":
         x, y = program
+        if heads_first:
+            f = x + y * launch.grid[0]
+            return [(launch.t_offset + f // launch.grid[1], launch.bh_offset + f % launch.grid[1])]
         return [(launch.t_offset + x, launch.bh_offset + y)]
     (p,) = program
     return [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ...backends import BACKENDS
-from ...planning import MIN_TILE, UnsupportedProblemError, batch_heads, plan, program_tasks
+from ...planning import MIN_TILE, UnsupportedProblemError, batch_heads, heads_first, plan, program_tasks
 from ..case import Case
 from ..failure import Metrics, PropertyFailure
 from .common import _chunk_rows, _groups_dk, plan_spec, plannable, widest_tile
@@ -47,6 +47,7 @@ def check_plan_coverage(case: Case) -> Metrics:
                                       f"min {spec.min_tile})")
         # (each tile the widest the model fits, so the tiles fit: a plan where none fits failed above)
         seen: dict[tuple[int, int], int] = {}
+        order = heads_first(case.cu_seqlens is not None, case.H, case.HV)
         for launch in p.launches:
             blocks = math.prod(launch.grid)  # stated here, not by the plan under test
             if spec.max_blocks is not None and blocks > spec.max_blocks:
@@ -63,7 +64,7 @@ def check_plan_coverage(case: Case) -> Metrics:
                     raise PropertyFailure(f"{kernel}: a launch has {launch.tasks} tasks > max_tasks {spec.max_tasks}")
                 programs = [(p_,) for p_ in range(launch.grid[0])]
             for prog in programs:
-                for task in program_tasks(launch, p.mode, prog):
+                for task in program_tasks(launch, p.mode, prog, order):
                     seen[task] = seen.get(task, 0) + 1
         expected = {(t, bh) for t in range(NT) for bh in range(BH)}
         missing = expected - set(seen)
