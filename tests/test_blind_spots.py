@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.strategies import UB_CHOICES, arguments, bad_input_cases, cases, chunk_sizes, memory_layout, plan_cases
 from wy_ascend import backends, ops, planning, validation
 from wy_ascend.backends import BACKENDS, CUDA_MAX_GRID, DEVICES, LaunchConfig, device_spec
-from wy_ascend.planning import UnsupportedProblemError
+from wy_ascend.planning import CUDA_MAX_BLOCKS, UnsupportedProblemError
 from wy_ascend.planning import plan as real_plan
 from wy_ascend.testing import properties
 from wy_ascend.testing.case import MEMORY_ARGS, Case, lay_out
@@ -255,7 +255,8 @@ def test_device_specs_carry_each_devices_limits() -> None:
     assert {specs[n].num_cores for n in ("npu-910B3-A2", "npu-910B2-A2", "npu-910_93-A3")} == {20, 24}
     assert all(specs[n].ub_bytes == 192 * 1024 and specs[n].max_blocks == 65535 for n in specs if n.startswith("npu-9"))
     assert specs["cuda-H200"].max_grid == CUDA_MAX_GRID == (2**31 - 1, 65535)
-    assert (specs["cuda-H200"].mode, specs["cuda-H200"].num_cores, specs["cuda-H200"].max_blocks) == ("grid", 132, None)
+    cuda = specs["cuda-H200"]
+    assert (cuda.mode, cuda.num_cores, cuda.max_blocks) == ("grid", 132, CUDA_MAX_BLOCKS)
     knobs = device_spec("npu-910_93-A3", LaunchConfig(num_cores=7, ub_bytes=48 * 1024))
     assert (knobs.num_cores, knobs.ub_bytes) == (7, 48 * 1024)  # the user's knobs over the device's own
 

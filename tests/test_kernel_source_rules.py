@@ -36,11 +36,14 @@ def _jit_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 
 
 def _constexpr_names(tree: ast.Module, fn: ast.FunctionDef) -> set[str]:
-    """Names that are compile-time in ``fn``: its tl.constexpr parameters and the module's tl.constexpr globals."""
+    """Names that are compile-time in ``fn``: its tl.constexpr parameters, its locals annotated tl.constexpr
+    (``X: tl.constexpr = ...``, which Triton folds) and the module's tl.constexpr globals."""
     params = {a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    local = {n.target.id for n in ast.walk(fn) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+             and "constexpr" in ast.unparse(n.annotation)}
     module = {t.id for n in tree.body if isinstance(n, ast.Assign) and "constexpr" in ast.unparse(n.value)
               for t in n.targets if isinstance(t, ast.Name)}
-    return params | module
+    return params | local | module
 
 
 def _is_call_to(node: ast.AST, name: str) -> bool:
@@ -140,7 +143,8 @@ def load_one(p):
 
 @triton.jit
 def f(p, q, j, FLAG: tl.constexpr):
-    if FLAG:
+    BOTH: tl.constexpr = FLAG and True
+    if BOTH:
         x = tl.load(p)
     else:
         x = tl.load(q)
@@ -166,7 +170,7 @@ def test_each_rule_names_what_breaks_it(rule: str) -> None:
     found = _violations(RULE_BREAKERS[rule])
     assert [name for name, hits in found.items() if hits] == [rule], found
     if rule == "runtime branches between loads":
-        assert found[rule] == ["f:13: if j > 0"]  # the constexpr FLAG branch passes
+        assert found[rule] == ["f:14: if j > 0"]  # the branch on a constexpr local passes
     if rule == "masked loads without other":
         assert found[rule] == ["f:5"]  # once: the positional other counts
     allowed = '''
