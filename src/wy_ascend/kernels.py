@@ -464,16 +464,16 @@ def _bwd_group(
 
 
 @triton.jit
-def _grid_task(t_offset, bh_offset, HEADS_FIRST: tl.constexpr):
+def _grid_task(t_offset, bh_offset, IS_VARLEN: tl.constexpr, H: tl.constexpr, HV: tl.constexpr):
     """The task (i_t, i_bh) of this program of a grid launch (t_count, bh_count). The GPU starts programs in
-    launch order, axis 0 fastest: chunks first runs the chunks of one batch-head in turn; HEADS_FIRST the
+    launch order, axis 0 fastest: chunks first runs the chunks of one batch-head in turn; heads first the
     batch-heads of one chunk, so the programs in flight read neighbouring rows of the token-major tensors and
     the value heads of a key head share its k. On an H100 heads first took varlen's headline forward and
     backward 9% and 8% less time and the grouped one's 2%, and the fixed-length H == HV backward 1% more
-    (docs/ledger.md session 35): the entries take it for varlen batches and grouped heads (the rule
-    planning.heads_first states). A launch has at most INT32_MAX programs (planning.CUDA_MAX_BLOCKS), so
+    (docs/ledger.md session 35): heads first for varlen batches and grouped heads (planning.heads_first,
+    the same rule on the host). A launch has at most INT32_MAX programs (planning.CUDA_MAX_BLOCKS), so
     the flat index stays in int32."""
-    if HEADS_FIRST:
+    if IS_VARLEN or HV != H:
         flat = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)
         i_t = t_offset + flat // tl.num_programs(1)
         i_bh = bh_offset + flat % tl.num_programs(1)
@@ -509,7 +509,7 @@ def wy_fwd_kernel(
                       k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
                       H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
     else:
-        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN or HV != H)
+        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN, H, HV)
         _fwd_task(i_t, i_bh,
                   k, v, beta, g, A, w, u, cu_seqlens, chunk_indices, T,
                   H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD)
@@ -544,7 +544,7 @@ def wy_bwd_kernel(
                        H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
                        GROUP_DK)
     else:
-        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN or HV != H)
+        i_t, i_bh = _grid_task(t_offset, bh_offset, IS_VARLEN, H, HV)
         _bwd_group(i_t, i_bh,
                    k, v, beta, g, A, dw, du, dk, dk_acc, dv, dbeta, dg, cu_seqlens, chunk_indices, T,
                    H, HV, K, V, BT, BK, BV, NK, NV, USE_G, IS_VARLEN, GATE_HEAD_MAJOR, LOWP_DOT, DOT_GUARD,
