@@ -3,6 +3,7 @@
     python benchmarks/compare_peer.py [--backend cuda] [--json out.json] [--shapes NAME ...] [--tile-cap N]
     python benchmarks/compare_peer.py --grid [--json grid.json]     # issue 13's shape grid (shapes.GRID)
     python benchmarks/compare_peer.py --all --warm-jobs 12 --json all.json   # both, compiled in 12 processes first
+    python benchmarks/compare_peer.py --ours-only ...   # wy_ascend alone (a candidate beside the shipped code)
 
 Times with triton.testing.do_bench (device-synchronized, warm-up, median; the least of
 ``--rounds`` medians, the providers alternating) and, as ``kernel_ms``, the device time of a call's
@@ -79,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="do_bench medians per op, providers alternating; the least is kept (noise only adds time)")
     ap.add_argument("--tile-cap", type=int, default=None, help="LaunchConfig.tile_cap (default: the backend's)")
+    ap.add_argument("--ours-only", action="store_true", help="time wy_ascend alone, even where fla-core is installed")
     args = ap.parse_args(argv)
-    peer = _peer()
+    peer = None if args.ours_only else _peer()
     table = {**SHAPES, **GRID} if args.all else GRID if args.grid else SHAPES
     unknown = [n for n in args.shapes or [] if n not in table]
     if unknown:
@@ -202,7 +204,7 @@ def _calls(name: str, backend: str, tile_cap: int | None, peer: bool = True) -> 
     return calls
 
 
-def _compile_config(subject: tuple[str, str, int | None], op: str, provider: str, index: int) -> str:
+def _compile_config(subject: tuple[str, str, int | None, bool], op: str, provider: str, index: int) -> str:
     """A warm-up task (warm.warm_all): one config of one op of one provider on shape ``subject[0]``."""
     return run_config(subject, torch.device("cuda"), lambda: _calls(*subject), op, provider, index)
 
@@ -210,8 +212,8 @@ def _compile_config(subject: tuple[str, str, int | None], op: str, provider: str
 def _warm(names: list[str], args: argparse.Namespace) -> None:
     """Compile every shape's kernels in ``args.warm_jobs`` processes, one config a task, before anything
     is timed; a task's error is printed (the timing process meets it again where it is real)."""
-    done = warm_all([(name, args.backend, args.tile_cap) for name in names], _compile_config, args.warm_jobs,
-                    deadline=WARM_DEADLINE_S)
+    subjects = [(name, args.backend, args.tile_cap, not args.ours_only) for name in names]
+    done = warm_all(subjects, _compile_config, args.warm_jobs, deadline=WARM_DEADLINE_S)
     print(f"warm-up of {len(names)} shapes: {done.summary()}", flush=True)
 
 
