@@ -93,3 +93,27 @@ def test_compare_peer_prints_a_shape_s_rows_with_ours_over_fla_core_s(ops: tuple
     _print_shape(rows)
     ours = [line.split() for line in capsys.readouterr().out.splitlines() if " wy_ascend " in line]
     assert [(w[1], w[-3], w[-1]) for w in ours] == [(op, "0.80", "0.50") for op in ops]
+
+
+def test_compare_peer_ours_only_leaves_fla_core_out_of_timing_and_warm_up(monkeypatch) -> None:
+    """--ours-only never imports the peer, and its warm-up tasks build the calls without it (a candidate timed
+    alone where fla-core is installed); without the flag the peer is asked for and the tasks build its calls."""
+    from benchmarks import compare_peer
+
+    class Stop(Exception):
+        pass
+
+    asked, subjects = [], []
+    monkeypatch.setattr(compare_peer, "_peer", lambda: asked.append(True))
+
+    def warm_all(given, *args, **kwargs):
+        subjects.extend(given)
+        raise Stop
+
+    monkeypatch.setattr(compare_peer, "warm_all", warm_all)
+    name = list(SHAPES)[0]
+    for flags, peer in ((["--ours-only"], False), ([], True)):
+        asked.clear(), subjects.clear()
+        with pytest.raises(Stop):
+            compare_peer.main([*flags, "--warm-jobs", "2", "--shapes", name])
+        assert asked == ([True] if peer else []) and subjects == [(name, "cuda", None, peer)]
