@@ -214,14 +214,16 @@ def program_tasks(launch: Launch, mode: LaunchMode, program: tuple[int, ...],
     if mode == "grid":
         x, y = program
         if heads_first:
-            f = x + y * launch.grid[0]
-            return [(launch.t_offset + f // launch.grid[1], launch.bh_offset + f % launch.grid[1])]
+            return [_flat_task(launch, x + y * launch.grid[0], launch.grid[1])]
         return [(launch.t_offset + x, launch.bh_offset + y)]
     (p,) = program
-    return [
-        (launch.t_offset + f // launch.bh_count, launch.bh_offset + f % launch.bh_count)
-        for f in range(p, launch.tasks, launch.grid[0])
-    ]
+    return [_flat_task(launch, f, launch.bh_count) for f in range(p, launch.tasks, launch.grid[0])]
+
+
+def _flat_task(launch: Launch, f: int, heads: int) -> tuple[int, int]:
+    """The task of flat id ``f`` over ``heads`` batch-heads a chunk, batch-heads fastest (heads-first grids
+    divide by their grid's y size, core grids by the launch's bh_count: each as its kernel does)."""
+    return launch.t_offset + f // heads, launch.bh_offset + f % heads
 
 
 def ub_tile(BT: int, dim: int, kernel: str, ub_bytes: int | None, tile_cap: int,
