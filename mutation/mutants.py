@@ -268,10 +268,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "b_o = _mm(b_A, b_x",
            "forward tile loops reuse the held A as the left operand of every tile's dot",
            emulated=True),
-    Mutant("fwd_fused_loop_shorter_side", "kernels.py",
-           "tl.range(0, NK if NK >= NV else NV, num_stages=1)",
-           "tl.range(0, NK if NK <= NV else NV, num_stages=1)",
-           "the unguarded forward's one loop over k and v tiles runs the shorter side's count (K != V)"),
+    Mutant("fwd_v_tiles_to_k_count", "kernels.py",
+           "    for i_v in tl.range(NF, NV, num_stages=1):",
+           "    for i_v in tl.range(NF, NK, num_stages=1):",
+           "the forward's v tiles after the fused pairs run to the k tiles' count: where V needs more tiles than K, "
+           "u's last tiles are never written"),
     # --- the cuda variant's bf16 operands (LOWP_DOT), run on the cpu backend through the lowp_dot knob
     Mutant("bwd_fused_loop_v_under_k_mask", "kernels.py",
            "            o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)\n            if PREFETCH",
