@@ -43,11 +43,15 @@ torch.save(out, sys.argv[1])
 """
 
 
+def _env(value: str | None) -> dict[str, str]:
+    """This process's environment with the switch set to ``value`` (None: unset)."""
+    return {k: v for k, v in os.environ.items() if k != FWD_TAIL_ENV} | ({} if value is None else {FWD_TAIL_ENV: value})
+
+
 def _run(tmp_path: Path, value: str | None) -> dict:
     import torch
 
-    env = {k: v for k, v in os.environ.items() if k != FWD_TAIL_ENV} | ({FWD_TAIL_ENV: value} if value else {})
-    env |= {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    env = _env(value) | {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
     target = tmp_path / f"out-{value}.pt"
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(target)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -67,15 +71,13 @@ def test_the_forward_tail_keeps_every_bit(tmp_path: Path) -> None:
 
 
 def test_a_bad_value_is_refused_by_name() -> None:
-    env = {k: v for k, v in os.environ.items() if k != FWD_TAIL_ENV} | {FWD_TAIL_ENV: "yes"}
-    done = subprocess.run([sys.executable, "-c", "import wy_ascend.kernels"], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", "import wy_ascend.kernels"], env=_env("yes"), capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode != 0 and f"{FWD_TAIL_ENV} must be 1 or 0, got 'yes'" in done.stderr
 
 
 @pytest.mark.parametrize("value", ["0", ""])
 def test_off_and_unset_are_the_default(value: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != FWD_TAIL_ENV} | {FWD_TAIL_ENV: value}
-    out = subprocess.run([sys.executable, "-c", "import wy_ascend.kernels as k; print(bool(k.FWD_TAIL))"], env=env,
-                         capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+    out = subprocess.run([sys.executable, "-c", "import wy_ascend.kernels as k; print(bool(k.FWD_TAIL))"],
+                         env=_env(value), capture_output=True, text=True, check=True, timeout=300).stdout.strip()
     assert out == "False"
