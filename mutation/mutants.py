@@ -215,9 +215,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "cap = min(spec.num_cores, spec.max_grid[0])",
            "core grid sized by num_cores alone: more programs than max_blocks allows"),
     Mutant("ub_model_margin_ignored", "planning.py",
-           "if ub_footprint(kernel, BT, tile) <= ub_bytes * UB_SAFETY_MARGIN:",
-           "if ub_footprint(kernel, BT, tile) <= ub_bytes:",
+           "ub_footprint(kernel, BT, tile) > ub_bytes * UB_SAFETY_MARGIN:",
+           "ub_footprint(kernel, BT, tile) > ub_bytes:",
            "tile sizing ignores the UB safety margin: tiles the NPU compiler cannot fit"),
+    Mutant("halve_padded_on_ties", "planning.py",
+           "_padded(dim, tile // 2) < _padded(dim, tile):",
+           "_padded(dim, tile // 2) <= _padded(dim, tile):",
+           "cuda's forward halves its tiles where that pads no less (K=100: two 64-wide tiles, not one 128-wide): "
+           "narrower tiles than the rule asks for"),
     # --- the ops' arguments are read-only
     Mutant("A_dead_columns_zeroed_in_place", "ops.py",
            "g=_gate_layout(g, self.head_major), A=A.contiguous(),",

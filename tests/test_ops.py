@@ -34,8 +34,10 @@ LAYOUTS = {
 AXES = {
     "layout": list(LAYOUTS),
     "ratio": [(1, 1), (1, 2), (2, 6), (1, 4)],
-    "K": [16, 32, 48, 64, 80, 128, 256],  # 32: 32-wide tiles, where bf16 dot operands failed on cuda (lowp_dot)
-    "V": [16, 32, 48, 64, 80, 128, 256],
+    # 32: 32-wide tiles, where bf16 dot operands failed on cuda (lowp_dot); 192: cuda's forward in three 64-wide
+    # tiles (Backend.halve_padded)
+    "K": [16, 32, 48, 64, 80, 128, 192, 256],
+    "V": [16, 32, 48, 64, 80, 128, 192, 256],
     "BT": [16, 32, 64],
     "use_g": [False, True],
     "dtype": ["float32", "bfloat16", "float16"],

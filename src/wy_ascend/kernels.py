@@ -75,8 +75,6 @@ import os
 import triton
 import triton.language as tl
 
-from .env import switch
-
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
 RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
@@ -86,14 +84,6 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
-# WY_ASCEND_FWD_TAIL=1 (read once, when this module is imported; it changes the unguarded path only, cuda's):
-# the forward's fused loop runs min(NK, NV) tile pairs and the longer side's other tiles alone, instead of
-# max(NK, NV) pairs with the shorter side's extra tiles masked out (a dot of zeros). On an H100 it took the
-# grid's varlen forwards where NK != NV 14-26% less kernel time (docs/ledger.md session 37); the same bits on
-# the interpreter (tests/test_fwd_tail.py), the same PTX where NK == NV. Off by default: no fuzz run on a GPU
-# has checked its outputs yet.
-FWD_TAIL_ENV = "WY_ASCEND_FWD_TAIL"
-FWD_TAIL = tl.constexpr(switch(FWD_TAIL_ENV, False))
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -221,10 +211,11 @@ def _fwd_task(
     # Without DOT_GUARD the first NF tile pairs run in one loop: a v tile and a k tile are in flight before the
     # first dot, so a task waits on memory once per tile pair, not twice (H200, ours/fla-core on the four
     # headline shapes: 0.964, 1.037, 1.033, 1.010 -> 0.988, 0.989, 0.977, 0.992; docs/ledger.md session 9).
-    # NF = max(NK, NV), the shorter side's extra tiles masked out whole (no memory traffic, a dot of zeros), or
-    # with FWD_TAIL min(NK, NV). Tiles past the pairs then run alone, as every tile does with DOT_GUARD (Ascend:
-    # one x tile in the unified buffer at a time; planning.UB_MODEL counts one).
-    NF: tl.constexpr = 0 if DOT_GUARD else ((NK if NK < NV else NV) if FWD_TAIL else (NK if NK > NV else NV))
+    # NF = min(NK, NV); the longer side's other tiles then run alone, as every tile does with DOT_GUARD (Ascend:
+    # one x tile in the unified buffer at a time; planning.UB_MODEL counts one). Pairing max(NK, NV) tiles with
+    # the shorter side's extras masked out (dots of zeros) took 14-26% more time on an H100's NK != NV grid
+    # forwards (docs/ledger.md session 37).
+    NF: tl.constexpr = 0 if DOT_GUARD else (NK if NK < NV else NV)
     for i in tl.range(0, NF, num_stages=1):
         o_u, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
         o_w, m_k = _tile(o_t, m_t, i, BK, K, HV * K)

@@ -85,7 +85,9 @@ TARGET_ARCH = "Ascend910B3"
 # Axes of the enumeration (module doc). ODD_DIMS are K/V sizes real models use plus
 # non-power-of-two ones (partial tiles); every tile width the planner can pick is added to them.
 BTS = (16, 32, 64, 128)
-ODD_DIMS = (16, 64, 80, 100, 128, 256)  # 80: an aligned partial tile, 100: an unaligned one (int_class)
+# 80: an aligned partial tile, 100: an unaligned one (int_class); 192: cuda's forward in three 64-wide tiles
+# (Backend.halve_padded), two 128-wide ones elsewhere
+ODD_DIMS = (16, 64, 80, 100, 128, 192, 256)
 SQUARE = (128, 128)
 HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
@@ -568,8 +570,8 @@ def _sha256_file(path: str | Path) -> str:
 
 
 def cache_salt() -> str:
-    """Hash of what a lowering result depends on besides the spec: kernels.py (whose one project import,
-    env.switch, only reads a setting) and the switches it reads (FP32_DOT_TF32X3, FWD_TAIL), triton-ascend
+    """Hash of what a lowering result depends on besides the spec: kernels.py (which imports
+    nothing else from the project) and the switch it reads (FP32_DOT_TF32X3), triton-ascend
     (frontend, language, passes: triton's own cache key; the adapter binary) and the compile options."""
     target, _, options, _ = _toolchain()
     if toolchain() == "ascend":
@@ -582,7 +584,7 @@ def cache_salt() -> str:
 
         tools = []
     parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), str(kernels_module.FP32_DOT_TF32X3),
-             str(kernels_module.FWD_TAIL), triton_key(), str(target), options.hash(), *tools]
+             triton_key(), str(target), options.hash(), *tools]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

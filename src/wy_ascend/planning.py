@@ -60,7 +60,8 @@ class DeviceSpec:
     narrowest tile a narrower K or V is padded to (masked), below ``tile_cap``;
     ``bwd_tile_cap`` the backward's own cap where it differs (None: ``tile_cap``, see ``cap``);
     ``narrow_tiles``: where K and V both pad to ``min_tile``, they share one narrower tile instead,
-    next_power_of_2(max(K, V)) (``shared_narrow_dim``).
+    next_power_of_2(max(K, V)) (``shared_narrow_dim``); ``halve_padded``: where a K or V takes more than one
+    tile, a tile half as wide (not below ``min_tile``) where it pads the axis less (``ub_tile``).
     """
 
     name: str
@@ -74,6 +75,7 @@ class DeviceSpec:
     min_tile: int = MIN_TILE
     bwd_tile_cap: int | None = None
     narrow_tiles: bool = False
+    halve_padded: bool = False
 
     def cap(self, kernel: str) -> int:
         """The widest tile ``kernel`` ("fwd"/"bwd") may plan."""
@@ -227,22 +229,28 @@ def _flat_task(launch: Launch, f: int, heads: int) -> tuple[int, int]:
 
 
 def ub_tile(BT: int, dim: int, kernel: str, ub_bytes: int | None, tile_cap: int,
-            min_tile: int = MIN_TILE) -> int | None:
+            min_tile: int = MIN_TILE, halve_padded: bool = False) -> int | None:
     """Widest power-of-two tile over a K or V axis of size ``dim`` for ``kernel``.
 
     The tile is ``next_power_of_2(dim)``, at least ``min_tile`` and at most ``tile_cap``
     (the cap wins); with a UB it must also satisfy the UB model: (mats * BT * BT +
-    tile_mult * BT * tile) * 4 bytes <= ub_bytes * UB_SAFETY_MARGIN. Returns None when
-    not even MIN_TILE fits.
+    tile_mult * BT * tile) * 4 bytes <= ub_bytes * UB_SAFETY_MARGIN. With ``halve_padded``, half
+    that tile where half-wide tiles pad the axis less (K=192: three 64-wide tiles, not two 128-wide ones
+    padding it to 256), not below ``min_tile``. Returns None when not even MIN_TILE fits.
     """
     tile = max(MIN_TILE, min(max(next_power_of_2(dim), min_tile), tile_cap))
-    if ub_bytes is None:
-        return tile
-    while tile >= MIN_TILE:
-        if ub_footprint(kernel, BT, tile) <= ub_bytes * UB_SAFETY_MARGIN:
-            return tile
+    while ub_bytes is not None and tile >= MIN_TILE and ub_footprint(kernel, BT, tile) > ub_bytes * UB_SAFETY_MARGIN:
         tile //= 2
-    return None
+    if tile < MIN_TILE:
+        return None
+    if halve_padded and tile // 2 >= max(min_tile, MIN_TILE) and _padded(dim, tile // 2) < _padded(dim, tile):
+        tile //= 2
+    return tile
+
+
+def _padded(dim: int, tile: int) -> int:
+    """``dim`` rounded up to whole ``tile``-wide tiles."""
+    return -(-dim // tile) * tile
 
 
 def shared_narrow_dim(K: int, V: int, spec: DeviceSpec) -> int | None:
@@ -269,8 +277,8 @@ def plan(kernel: str, *, NT: int, BH: int, BT: int, K: int, V: int, spec: Device
     if shared is not None:
         BK = BV = ub_tile(BT, shared, kernel, spec.ub_bytes, spec.cap(kernel))
     else:
-        BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
-        BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile)
+        BK = ub_tile(BT, K, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile, spec.halve_padded)
+        BV = ub_tile(BT, V, kernel, spec.ub_bytes, spec.cap(kernel), spec.min_tile, spec.halve_padded)
     if BK is None or BV is None:
         need = ub_footprint(kernel, BT, MIN_TILE)
         raise UnsupportedProblemError(

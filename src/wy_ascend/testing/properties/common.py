@@ -54,15 +54,21 @@ def ub_need(kernel: str, BT: int, tile: int) -> int:
     return 4 * (mats * BT * BT + tiles * BT * tile)
 
 
-def widest_tile(kernel: str, BT: int, dim: int, tile_cap: int, ub_bytes: int | None, min_tile: int = MIN_TILE) -> int:
+def widest_tile(kernel: str, BT: int, dim: int, tile_cap: int, ub_bytes: int | None, min_tile: int = MIN_TILE,
+                halve_padded: bool = False) -> int:
     """The widest power-of-two tile, at least MIN_TILE, over a K or V axis of ``dim`` that the
     UB model fits (``ub_need`` within the margin), capped by ``tile_cap`` and by ``dim`` rounded up
     to a power of two or ``min_tile`` if that is wider (a device's padded width): what the planner
-    must pick (a narrower tile is only slower)."""
+    must pick (a narrower tile is only slower), except that with ``halve_padded`` (cuda) a tile half as
+    wide, not below ``min_tile``, is the pick where its whole tiles cover ``dim`` with fewer padded columns."""
     top = max(MIN_TILE, min(tile_cap, max(min_tile, 1 << max(0, dim - 1).bit_length())))
     tiles = [t for t in (MIN_TILE << n for n in range(8)) if t <= top]
-    return max((t for t in tiles if ub_bytes is None or ub_need(kernel, BT, t) <= ub_bytes * UB_SAFETY_MARGIN),
-               default=MIN_TILE)
+    widest = max((t for t in tiles if ub_bytes is None or ub_need(kernel, BT, t) <= ub_bytes * UB_SAFETY_MARGIN),
+                 default=MIN_TILE)
+    half = widest // 2
+    if halve_padded and half >= max(min_tile, MIN_TILE) and math.ceil(dim / half) * half < math.ceil(dim / widest) * widest:
+        return half
+    return widest
 
 
 def plannable(kernel: str, BT: int, ub_bytes: int | None) -> bool:

@@ -40,11 +40,12 @@ def check_plan_coverage(case: Case) -> Metrics:
         shared = spec.narrow_tiles and max(case.K, case.V) <= spec.min_tile // 2
         for dim, tile in (("K", p.BK), ("V", p.BV)):
             size, least = (max(case.K, case.V), MIN_TILE) if shared else (getattr(case, dim), spec.min_tile)
-            widest = widest_tile(kernel, case.BT, size, spec.cap(kernel), spec.ub_bytes, least)
+            widest = widest_tile(kernel, case.BT, size, spec.cap(kernel), spec.ub_bytes, least,
+                                 spec.halve_padded and not shared)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
-                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, "
-                                      f"min {spec.min_tile})")
+                                      f"the UB model fits (halved where that pads less: {spec.halve_padded}) is "
+                                      f"{widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, min {spec.min_tile})")
         # (each tile the widest the model fits, so the tiles fit: a plan where none fits failed above)
         seen: dict[tuple[int, int], int] = {}
         order = heads_first(case.cu_seqlens is not None, case.H, case.HV)
