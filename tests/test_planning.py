@@ -89,6 +89,23 @@ def test_ub_tiles_fit_the_model(kernel, BT):
             ub_footprint(kernel, BT, tile * 2) > ub * UB_SAFETY_MARGIN
 
 
+@pytest.mark.parametrize("cap,min_tile", [(128, 64), (128, 16), (64, 64), (256, 32)])
+def test_halved_tiles_pad_less_and_are_taken_only_then(cap, min_tile):
+    """With halve_padded, over every dim: the tile is the unhalved one or half of it (never below min_tile);
+    half exactly where its whole tiles pad the dim strictly less (K=192 under cuda's cap: 3 x 64, not 2 x 128;
+    K=100: one 128, a tie), so no dim takes more padded columns or a narrower tile than it must."""
+    halved = 0
+    for dim in range(1, 2 * cap + 1):
+        wide = ub_tile(64, dim, "fwd", None, cap, min_tile)
+        tile = ub_tile(64, dim, "fwd", None, cap, min_tile, halve_padded=True)
+        pads_less = wide // 2 >= min_tile and math.ceil(dim / (wide // 2)) * (wide // 2) < math.ceil(dim / wide) * wide
+        assert tile == (wide // 2 if pads_less else wide), (dim, wide, tile)
+        halved += tile != wide
+    assert halved > 0 or min_tile == cap  # the rule took effect somewhere where it can
+    assert ub_tile(64, 192, "fwd", None, 128, 64, halve_padded=True) == 64
+    assert ub_tile(64, 100, "fwd", None, 128, 64, halve_padded=True) == 128
+
+
 def test_bt_that_cannot_fit_is_a_clear_error():
     spec = DeviceSpec("npu", "persistent", (65535, 65535), 65535, 24, 192 * 1024)
     with pytest.raises(UnsupportedProblemError, match="BT=128 does not fit the bwd kernel"):
