@@ -44,8 +44,8 @@ def check_plan_coverage(case: Case) -> Metrics:
                                  spec.halve_padded and not shared)
             if tile != widest:
                 raise PropertyFailure(f"{kernel}: B{dim}={tile} for {dim}={getattr(case, dim)}, but the widest tile "
-                                      f"the UB model fits (halved where that pads less: {spec.halve_padded}) is "
-                                      f"{widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, min {spec.min_tile})")
+                                      f"the UB model fits is {widest} (UB {spec.ub_bytes}, cap {spec.cap(kernel)}, "
+                                      f"min {spec.min_tile}, halved where that pads less: {spec.halve_padded})")
         # (each tile the widest the model fits, so the tiles fit: a plan where none fits failed above)
         seen: dict[tuple[int, int], int] = {}
         order = heads_first(case.cu_seqlens is not None, case.H, case.HV)
