@@ -356,8 +356,8 @@ BACKENDS: dict[str, Backend] = {
         # and fp16 I/O pay the padded width in their exact fp32 dots.
         min_tile=LOWP_MIN_TILE,
         # A K or V of 129-192 in three 64-wide forward tiles, not two 128-wide ones padding it to 256 (the
-        # backward's tiles are 64 wide already): on an H100 the K=V=192 grid forward took 0.0114 -> 0.0086 ms
-        # (docs/ledger.md session 38).
+        # backward's tiles are 64 wide already): on an H100 the grid's K=V=192 forward took 0.0114 -> 0.0083 ms,
+        # its K=192/V=48 one 0.0071 -> 0.0064 (docs/ledger.md session 38).
         halve_padded=True,
         gate_head_major=False,
         lowp_dot_for_bf16=True,
