@@ -1,9 +1,9 @@
 """Public ops against the float64 oracle over the issue's grid, launch-knob invariance,
 specialization stability across launches, and backend selection.
 
-The grid (layouts x HV/H x K x V x BT x gate x dtype) has 7056 points; a full product
-costs ~45 min in the interpreter, so the test runs a pairwise covering array: every pair
-of values of any two axes appears in at least one case (~50 cases). The fuzz suite
+The grid (layouts x HV/H x K x V x BT x gate x dtype) has 9216 points; a full product
+costs about an hour in the interpreter, so the test runs a pairwise covering array: every pair
+of values of any two axes appears in at least one case (64 cases). The fuzz suite
 covers the rest of the space at random.
 """
 
