@@ -1,32 +1,25 @@
 """The forward's tail loops: without DOT_GUARD (cuda's path) it runs min(NK, NV) fused k/v tile pairs, then the
 longer side's other tiles alone; with DOT_GUARD (Ascend's) every tile alone. Each output tile is one dot of the
-same operands either way, so the two paths must agree to the bit where K and V take different numbers of tiles
-(the invariance property checks dot_guard on drawn shapes; these pin the shapes where the tail loops run)."""
+same operands either way, so the two paths must agree to the bit where K and V take different numbers of tiles:
+the launch-invariance check (dot_guard is a knob that must not change a bit) on the shapes where the tail loops
+run, the invariance property's drawn shapes being free to miss them."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
-from wy_ascend import ops
-from wy_ascend.backends import LaunchConfig
+from wy_ascend.testing.case import Case
+from wy_ascend.testing.properties import check_launch_invariance
+
+# On the cpu backend's 128-wide tiles: K=256 takes two tiles against V=64's one, V=200 two against K=48's one,
+# K=192 two against V=32's one; grouped heads, a partial last chunk, a varlen batch. cuda's bf16 dot operands
+# (lowp_dot) without the guard, against the backend's guarded default.
+SHAPES = [dict(B=1, T=128, H=2, HV=4, K=256, V=64), dict(B=2, T=100, H=1, HV=1, K=48, V=200),
+          dict(cu_seqlens=(0, 64, 77, 200), H=2, HV=2, K=192, V=32)]
 
 
-# B, T, H, HV, K, V, cu_seqlens. On the cpu backend's 128-wide tiles: K=256 takes two tiles against V=64's one,
-# V=200 two against K=48's one, K=192 two against V=32's one; a partial last chunk, a varlen batch.
-@pytest.mark.parametrize("B,T,H,HV,K,V,cu", [(1, 128, 2, 4, 256, 64, None), (2, 100, 1, 1, 48, 200, None),
-                                             (1, 200, 2, 2, 192, 32, [0, 64, 77, 200])])
-def test_the_unguarded_forward_keeps_every_bit_of_the_guarded_one(B, T, H, HV, K, V, cu) -> None:
-    torch.manual_seed(0)
-    k = torch.randn(B, T, H, K, dtype=torch.bfloat16)
-    v = torch.randn(B, T, HV, V, dtype=torch.bfloat16)
-    beta = torch.rand(B, T, HV, dtype=torch.bfloat16)
-    g = -torch.rand(B, T, HV).cumsum(1) * 0.05
-    A = (torch.randn(B, T, HV, 64) * 0.1).to(torch.bfloat16)
-    cu_seqlens = None if cu is None else torch.tensor(cu)
-    outs = [ops.recompute_w_u_fwd(k, v, beta, A, g, cu_seqlens, backend="cpu",
-                                  config=LaunchConfig(lowp_dot=True, dot_guard=guard, emulate=False))
-            for guard in (False, True)]
-    (w0, u0), (w1, u1) = outs
-    assert torch.equal(w0, w1) and torch.equal(u0, u1)
-    assert w0.abs().sum() > 0 and u0.abs().sum() > 0  # not two empty results agreeing
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"K{s['K']}-V{s['V']}")
+def test_the_unguarded_forward_keeps_every_bit_of_the_guarded_one(shape) -> None:
+    case = Case(**shape, BT=64, use_g=True, dtype="bfloat16", backend="cpu",
+                knobs=dict(lowp_dot=True, dot_guard=False, emulate=False))
+    check_launch_invariance(case)
