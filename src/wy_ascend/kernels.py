@@ -75,6 +75,8 @@ import os
 import triton
 import triton.language as tl
 
+from .env import switch
+
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
 RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
@@ -84,6 +86,10 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
+# WY_ASCEND_BWD_TAIL=1 (read once, when this module is imported; a candidate, off by default until it has run
+# on a GPU): the backward's fused first loop (LOWP_DOT) runs where NK != NV too, over min(NK, NV) tile pairs,
+# then the longer side's other tiles alone, the next tile in registers where the fused loop prefetches.
+BWD_TAIL = tl.constexpr(switch("WY_ASCEND_BWD_TAIL", False))
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -333,10 +339,12 @@ def _bwd_task(
     p_dv = dv + (row0 * HV + i_h) * V
     # The next tile pair loaded into registers an iteration ahead (module doc): the fused loop's path without
     # DOT_GUARD's reloads and without GROUP_DK, whose program spills with the extra tiles.
-    PREFETCH: tl.constexpr = (LOWP_DOT and NK == NV) and (not DOT_GUARD and not GROUP_DK)
+    FUSED: tl.constexpr = LOWP_DOT and (NK == NV or BWD_TAIL)
+    NF: tl.constexpr = NK if NK < NV else NV
+    PREFETCH: tl.constexpr = FUSED and (not DOT_GUARD and not GROUP_DK)
     # dA, and dv with its dbeta terms. k and dw are read again by the dk loop below: kept in L2
     # (evict_last); v and du are read once.
-    if LOWP_DOT and NK == NV:
+    if FUSED:
         # One loop over both (the forward's fused loop): a k, dw, v and du tile in flight before the
         # first dot, so a task waits on memory once per tile pair, not twice (H100, the four headline
         # backwards 5.7-7.2% faster: docs/ledger.md session 27). It adds dA's k and v products tile by
@@ -345,7 +353,7 @@ def _bwd_task(
         if PREFETCH:
             b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, 0, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
             b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, 0, BV, V, HV, LOWP_DOT)
-        for i in tl.range(0, NK, num_stages=1):
+        for i in tl.range(0, NF, num_stages=1):
             o_x, m_v = _tile(o_t, m_t, i, BV, V, HV * V)
             if PREFETCH:
                 b_k, b_dw, b_v, b_du = b_kn, b_dwn, b_vn, b_dun
@@ -358,6 +366,23 @@ def _bwd_task(
                 b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, i + 1, BV, V, HV, LOWP_DOT)
             b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
                                      LOWP_DOT, DOT_GUARD)
+        # The longer side's other tiles (none where NK == NV), the first of them prefetched by the last pair.
+        for i_v in tl.range(NF, NV, num_stages=1):
+            o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)
+            if PREFETCH:
+                b_v, b_du = b_vn, b_dun
+                b_vn, b_dun = _vdu_tiles(p_v, p_du, o_t, m_t, i_v + 1, BV, V, HV, LOWP_DOT)
+            else:
+                b_v, b_du = _vdu_tiles(p_v, p_du, o_t, m_t, i_v, BV, V, HV, LOWP_DOT)
+            b_dA, b_db = _bwd_v_tile(b_dA, b_db, b_v, b_du, b_beta, b_At, p_At, m_Ar, m_Ac, p_dv + o_x, m_v,
+                                     LOWP_DOT, DOT_GUARD)
+        for i_k in tl.range(NF, NK, num_stages=1):
+            if PREFETCH:
+                b_k, b_dw = b_kn, b_dwn
+                b_kn, b_dwn = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k + 1, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
+            else:
+                b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
+            b_dA = _bwd_dA_k(b_dA, b_k, b_dw, b_eg, b_kscale, USE_G, LOWP_DOT)
     else:
         for i_k in tl.range(0, NK, num_stages=1):
             b_k, b_dw = _kdw_tiles(p_k, p_dw, o_t, m_t, i_k, BK, K, H, HV, LOWP_DOT, "evict_last", "evict_last")
