@@ -51,7 +51,10 @@ def test_each_term_decides_the_bound_where_it_is_largest(chosen) -> None:
     bounds = properties.error_bounds(None, EXACT, "float16")  # type: ignore[arg-type]
     assert bounds["w"] == {"tol": LOW_PRECISION_FACTOR * 1.0, "round_err": 1.0, "sensitivity": 0.0}
     assert bounds["u"] == {"tol": 2.0, "round_err": 0.0, "sensitivity": 2.0}
-    assert properties.error_bounds(None, EXACT, "float32") == {"w": {"tol": FP32_RTOL}, "u": {"tol": FP32_RTOL}}
+    # float32: FP32_RTOL, or LOW_PRECISION_FACTOR times the sensitivity where larger (u, which cancels)
+    f32 = properties.error_bounds(None, EXACT, "float32")  # type: ignore[arg-type]
+    assert f32["w"]["tol"] == FP32_RTOL and f32["w"]["sensitivity"] == 0.0
+    assert f32["u"] == {"tol": LOW_PRECISION_FACTOR * 2.0, "round_err": 0.0, "sensitivity": 2.0}
     # Elsewhere the bound is LOW_PRECISION_FACTOR half-ulps.
     assert properties.bounds._bound("bfloat16", 0.0, 0.0) == LOW_PRECISION_FACTOR * UNIT_ROUNDOFF["bfloat16"] / 2
 
@@ -92,13 +95,14 @@ def test_an_error_in_one_block_fails_where_the_whole_output_dilutes_it() -> None
 def test_an_output_of_another_dtype_takes_the_larger_bound(chosen) -> None:
     """dbeta and dg come back in beta's and g's dtypes, which may differ from k's: each output is
     held to the bound of the op's dtype (its dot operands and inner roundings) and of its own (its
-    last rounding), the larger; float32 alone keeps FP32_RTOL."""
+    last rounding), the larger; float32 alone its own (FP32_RTOL where the output does not cancel)."""
     assert properties.precisions("bfloat16", {"w": "bfloat16", "dg": "float32"}) == {"w": ("bfloat16",),
                                                                                     "dg": ("bfloat16",)}
-    assert properties.precisions("float32", {"w": "float32", "dbeta": "bfloat16"}) == {"w": (), "dbeta": ("bfloat16",)}
+    assert properties.precisions("float32", {"w": "float32", "dbeta": "bfloat16"}) == {"w": ("float32",),
+                                                                                      "dbeta": ("bfloat16",)}
     assert properties.precisions("float16", {"dg": "bfloat16"}) == {"dg": ("float16", "bfloat16")}
     bounds = properties.error_bounds(None, EXACT, "float32", {"u": "float16"})  # type: ignore[arg-type]
-    assert bounds == {"w": {"tol": FP32_RTOL}, "u": {"tol": 2.0, "round_err": 0.0, "sensitivity": 2.0}}
+    assert bounds["w"]["tol"] == FP32_RTOL and bounds["u"] == {"tol": 2.0, "round_err": 0.0, "sensitivity": 2.0}
     # a float32 op's float16 u within float16's bound passes; its float32 w is held to FP32_RTOL
     got = {"w": EXACT["w"].float(), "u": torch.full((4, 3), 2.5, dtype=torch.float16)}
     metrics = properties.compare_to_oracle(got, None, "float32")  # type: ignore[arg-type]
@@ -160,7 +164,8 @@ def _nudged(exact: dict[str, torch.Tensor], factors: dict[str, float]) -> Callab
     return moved
 
 
-_FACTORS = st.fixed_dictionaries({d: st.floats(0, 12) for d in LOW})  # sensitivities from 0 to 6x the 4 half-ulps
+# sensitivities from 0 to 6x the 4 half-ulps; in float32 from 0 to 6e-5, 0 to 24x FP32_RTOL in the bound
+_FACTORS = st.fixed_dictionaries({**{d: st.floats(0, 12) for d in LOW}, "float32": st.floats(0, 1000)})
 _DTYPES = st.sampled_from(["float32", *LOW])
 
 
@@ -214,9 +219,9 @@ def test_an_output_of_any_dtype_takes_the_larger_bound_of_its_two(drawn, dtype: 
     """The rule of test_an_output_of_another_dtype_takes_the_larger_bound over drawn dtype pairs, magnitudes
     (float16 underflow included) and sensitivities that differ by dtype: an output of dtype ``own`` from an op
     in ``dtype`` is held to the larger of the bounds it would have as an output of an op in either dtype alone
-    (float32 alone: FP32_RTOL), and names the dtype that set it where there are two below float32. Each bound
+    (float32 alone: its own), and names the dtype that set it where there are two below float32. Each bound
     below float32 is at least each of its terms: LOW_PRECISION_FACTOR half-ulps, as many of the output's own
-    rounding errors, its sensitivity."""
+    rounding errors, its sensitivity; float32's at least FP32_RTOL and LOW_PRECISION_FACTOR sensitivities."""
     exact, out_dtypes, _ = drawn
     moved = _nudged(exact, factors)
     with _oracle(exact, moved):
@@ -230,6 +235,8 @@ def test_an_output_of_any_dtype_takes_the_larger_bound_of_its_two(drawn, dtype: 
         for d in {dtype, out_dtypes[n]} - {"float32"}:
             assert alone[d][n]["tol"] >= max(LOW_PRECISION_FACTOR * UNIT_ROUNDOFF[d] / 2, _rel(moved(d)[n] - ref, ref),
                                              LOW_PRECISION_FACTOR * _rel(ref.to(getattr(torch, d)).to(F64) - ref, ref))
+        if "float32" in (dtype, out_dtypes[n]):
+            assert alone["float32"][n]["tol"] == max(FP32_RTOL, LOW_PRECISION_FACTOR * _rel(moved("float32")[n] - ref, ref))
 
 
 @st.composite
@@ -283,7 +290,7 @@ def test_an_error_in_one_block_fails_on_that_block_past_its_bound(drawn, data) -
     event({(False, False): "within both bounds", (True, False): "past the block's bound alone (diluted)",
            (True, True): "past both bounds", (False, True): "past the whole output's bound alone"}[
         err_block > block, err_whole > whole])
-    with _oracle({name: exact}, _nudged({name: exact}, dict.fromkeys(LOW, 0.0))):
+    with _oracle({name: exact}, _nudged({name: exact}, dict.fromkeys((*LOW, "float32"), 0.0))):
         with pytest.raises(PropertyFailure) if max(err_block / block, err_whole / whole) > 1 else \
                 contextlib.nullcontext() as info:
             metrics = properties.compare_to_oracle({name: got}, None, dtype, blocks)  # type: ignore[arg-type]
@@ -317,18 +324,45 @@ def test_an_output_the_op_returns_as_none_fails_naming_it(missing: set[str], abs
 @given(dtype=st.sampled_from(sorted(UNIT_ROUNDOFF)),
        own=st.dictionaries(st.sampled_from(["w", "u", "dk", "dg"]), st.sampled_from(sorted(UNIT_ROUNDOFF)), min_size=1),
        ratios=st.lists(st.floats(0, 1), min_size=16, max_size=16))
-def test_float32_is_never_a_dtype_bound_and_an_all_float32_output_keeps_fp32_rtol(dtype: str, own: dict[str, str],
-                                                                                 ratios: list[float]) -> None:
-    """Over drawn op dtypes, output dtypes and bound terms: precisions holds only dtypes below float32 (so
-    _bound is asked of bf16/fp16 alone), and _bounds gives an output held to none of them exactly FP32_RTOL, and
-    one held to some the largest of their _bound terms."""
+def test_float32_bounds_an_output_held_to_no_lower_dtype(dtype: str, own: dict[str, str], ratios: list[float]) -> None:
+    """Over drawn op dtypes, output dtypes and bound terms: precisions holds the dtypes below float32 of the op
+    and the output, or float32 alone where there are none; _bounds gives each output the largest of its
+    _bound terms, and float32's _bound is FP32_RTOL or LOW_PRECISION_FACTOR sensitivities, the larger."""
     precs = properties.bounds.precisions(dtype, own)
-    assert all("float32" not in ds and set(ds) == {dtype, own[n]} - {"float32"} for n, ds in precs.items())
+    for n, ds in precs.items():
+        assert set(ds) == ({dtype, own[n]} - {"float32"} or {"float32"}), (n, ds)
     at = 0
     for (name, ds), got in zip(precs.items(), properties.bounds._bounds(precs, ratios), strict=True):
-        if not ds:
-            assert got == {"tol": FP32_RTOL}, name
-        else:
-            tols = [properties.bounds._bound(d, ratios[at + 2 * i], ratios[at + 2 * i + 1]) for i, d in enumerate(ds)]
-            assert got["tol"] == max(tols) > 0, name
+        tols = [properties.bounds._bound(d, ratios[at + 2 * i], ratios[at + 2 * i + 1]) for i, d in enumerate(ds)]
+        assert got["tol"] == max(tols) > 0, name
+        if ds == ("float32",):
+            assert got["tol"] == max(FP32_RTOL, LOW_PRECISION_FACTOR * ratios[at + 1]), name
         at += 2 * len(ds)
+
+
+# The cuda nightly's case (an H100, 2026-12-07): one token, whose dg of value head 0 is beta e^g (A dw) . k, a
+# 16-term dot cancelling 1,160-fold; the device's dg was 1.229e-5 off, past the FP32_RTOL it was held to then.
+CANCELLING = Case(B=1, T=1, H=1, HV=2, K=16, V=16, BT=16, cu_seqlens=(0, 0, 0, 1), dtype="float32", use_g=True,
+                  dist="beta_extremes", seed=138, index_dtype="int32")
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(order=st.permutations(range(16)))
+def test_a_cancelling_float32_dot_summed_in_any_order_is_within_its_bound(order: list[int]) -> None:
+    """What a correct fp32 kernel may do with that dot: its products and partial sums rounded to fp32, in a
+    drawn order. dg comes out within its bound (LOW_PRECISION_FACTOR sensitivities), where FP32_RTOL alone
+    failed most orders; the well-conditioned outputs keep FP32_RTOL."""
+    inputs = CANCELLING.build_inputs()
+    exact = {n: r for n, r in properties.oracle_outputs(inputs).items() if r is not None}
+    tols = {n: b["tol"] for n, b in properties.error_bounds(inputs, exact, "float32").items()}
+    assert tols["dg"] > FP32_RTOL and all(tols[n] == FP32_RTOL for n in ("w", "u", "dk", "dv"))
+    k = inputs.k[0, 0, 0]
+    dg = torch.zeros(1, 1, 2)
+    for h in range(2):
+        kb, s = inputs.A[0, 0, h, 0] * inputs.dw[0, 0, h], torch.zeros((), dtype=torch.float32)
+        for j in order:
+            s = s + kb[j] * k[j]
+        dg[0, 0, h] = s * (inputs.beta[0, 0, h] * torch.exp2(inputs.g[0, 0, h]))
+    err = _rel(dg.to(F64) - exact["dg"], exact["dg"])
+    event("past FP32_RTOL" if err > FP32_RTOL else "within FP32_RTOL")
+    assert err <= tols["dg"], (err, tols["dg"])

@@ -520,23 +520,28 @@ def test_a_small_stored_case_is_unavailable_exactly_where_its_kind_cannot_run(pr
 
 @settings(max_examples=60, derandomize=True, database=None, deadline=None)
 @given(prop=st.sampled_from(sorted(set(PROPERTIES) - {"perf"})), dtype=st.sampled_from(["float32", "bfloat16"]),
-       tols=st.tuples(st.floats(1e-8, 1.0), st.floats(1e-8, 1.0)), same=st.booleans(), old=st.booleans())
+       tols=st.tuples(st.floats(1e-8, 1.0), st.floats(1e-8, 1.0)), same=st.booleans(), old=st.booleans(),
+       cancels=st.booleans())
 def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: str, dtype: str,
                                                                          tols: tuple[float, float], same: bool,
-                                                                         old: bool) -> None:
+                                                                         old: bool, cancels: bool) -> None:
     """bound_changes names a changed bound: for any property but the oracle, that property's bound (and the
-    versions it changed between, where they differ); for a float32 oracle file, FP32_RTOL; an unchanged bound
-    no line."""
-    from wy_ascend.testing.properties import FP32_RTOL
+    versions it changed between, where they differ); for a float32 oracle file, FP32_RTOL, or where the bound
+    today is past it, the sensitivity term that set it (an output that cancels); an unchanged bound no line."""
+    from wy_ascend.testing.properties import FP32_RTOL, LOW_PRECISION_FACTOR
 
     rec, cur = tols[0], tols[0] if same else tols[1]
     stored = _read_back(prop, Case(T=20, dtype=dtype), {"w": {"tol": rec}}, "0.0.1" if old else None)
-    lines = store.bound_changes(stored, {"w": {"tol": cur}})
+    now = {"tol": cur, **({"sensitivity": cur / LOW_PRECISION_FACTOR} if cancels else {})}
+    lines = store.bound_changes(stored, {"w": now})
     if same or rec == cur:
         assert lines == []
         return
     if prop != "oracle":
         why = f"the {prop} property's bound changed"
+    elif dtype == "float32" and cancels and cur > FP32_RTOL:
+        why = (f"the float32 bound is LOW_PRECISION_FACTOR x the rounding sensitivity {cur / LOW_PRECISION_FACTOR:.3e} "
+               "(properties.error_bounds: the output cancels)")
     elif dtype == "float32":
         why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}"
     else:

@@ -747,6 +747,9 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
         was_sensitivity = isinstance(s_rec, (int, float)) and rec["tol"] <= s_rec
         if stored.property != "oracle":
             why = f"the {stored.property} property's bound changed{since}"
+        elif dtype == "float32" and isinstance(s_now, (int, float)) and cur["tol"] > FP32_RTOL:
+            why = (f"the float32 bound is LOW_PRECISION_FACTOR x the rounding sensitivity {s_now:.3e} "
+                   f"(properties.error_bounds: the output cancels){since}")
         elif dtype == "float32":
             why = f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}{since}"
         elif isinstance(s_now, (int, float)) and cur["tol"] <= s_now:
