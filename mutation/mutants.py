@@ -88,8 +88,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "backward k and dw tiles' K column mask dropped: K not a multiple of BK pulls the next head's keys into "
            "dA and k k^T"),
     Mutant("bwd_v_column_mask_dropped", "kernels.py",
-           "o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)",
-           "o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, V, HV * V)\n            b_v, b_du",
+           "o_x, m_v = _tile(o_t, m_t, i_v, BV, BV * NV, HV * V)\n            b_v, b_du",
            "backward V column mask dropped: V not a multiple of BV pulls neighbouring values into dA"),
     Mutant("A_dead_columns_read", "kernels.py",
            "    return tl.where(m_cols, x, 0.0).to(x.dtype)",
@@ -274,8 +274,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "forward tile loops reuse the held A as the left operand of every tile's dot",
            emulated=True),
     Mutant("fwd_v_tiles_to_k_count", "kernels.py",
-           "    for i_v in tl.range(NF, NV, num_stages=1):",
-           "    for i_v in tl.range(NF, NK, num_stages=1):",
+           "\n    for i_v in tl.range(NF, NV, num_stages=1):",
+           "\n    for i_v in tl.range(NF, NK, num_stages=1):",
            "the forward's v tiles after the fused pairs run to the k tiles' count: where V needs more tiles than K, "
            "u's last tiles are never written"),
     # --- the cuda variant's bf16 operands (LOWP_DOT), run on the cpu backend through the lowp_dot knob
