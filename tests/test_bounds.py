@@ -239,6 +239,26 @@ def test_an_output_of_any_dtype_takes_the_larger_bound_of_its_two(drawn, dtype: 
             assert alone["float32"][n]["tol"] == max(FP32_RTOL, LOW_PRECISION_FACTOR * _rel(moved("float32")[n] - ref, ref))
 
 
+def test_a_float32_block_that_cancels_is_held_to_its_slackened_sensitivity_term() -> None:
+    """A float32 output whose blocks move 1e-5 (relative) when the operands move by half an ulp: the whole
+    output's bound is 4x that (4e-5), a block's BLOCK_SLACK times it (8e-5). An error of 5e-5 in one block of two
+    (3.5e-5 of the whole) passes; 1e-4 fails on that block."""
+    case = Case(B=1, T=32, BT=16)
+    blocks = properties.blocks_of(case, torch.device("cpu"))
+    exact = torch.ones(1, 32, 1, 4, dtype=F64)
+    signs = torch.tensor([1.0, -1.0], dtype=F64).repeat(64).view(exact.shape)
+    moved = exact * (1 + 1e-5 * signs)
+    for err, fails in ((5e-5, False), (1e-4, True)):
+        got = exact.clone()
+        got[0, :16] += err * signs[0, :16]  # block 0's own rel_rms: err
+        with _oracle({"w": exact}, lambda dtype: {"w": moved}):
+            with pytest.raises(PropertyFailure, match="on the block of chunk 0") if fails else \
+                    contextlib.nullcontext():
+                metrics = properties.compare_to_oracle({"w": got.float()}, None, "float32", blocks)  # type: ignore[arg-type]
+        if not fails:
+            assert metrics["w"]["tol"] == pytest.approx(4e-5) and metrics["w"]["worst_block"]["tol"] == pytest.approx(8e-5)
+
+
 @st.composite
 def _blocked(draw: st.DrawFn) -> tuple[Case, str, str, torch.Tensor]:
     """A layout of chunks (a fixed batch, or a packed one with empty and partial sequences), an output name,

@@ -532,7 +532,8 @@ def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: 
 
     rec, cur = tols[0], tols[0] if same else tols[1]
     stored = _read_back(prop, Case(T=20, dtype=dtype), {"w": {"tol": rec}}, "0.0.1" if old else None)
-    now = {"tol": cur, **({"sensitivity": cur / LOW_PRECISION_FACTOR} if cancels else {})}
+    # a float32 bound's metrics carry its sensitivity; it set the bound where 4x it is the bound
+    now = {"tol": cur, "sensitivity": cur / LOW_PRECISION_FACTOR / (1 if cancels else 2)}
     lines = store.bound_changes(stored, {"w": now})
     if same or rec == cur:
         assert lines == []
@@ -549,6 +550,16 @@ def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: 
         return
     since = f" (recorded with wy_ascend 0.0.1, now {store.versions()['wy_ascend']})" if old else ""
     assert lines == [f"w: recorded tol {rec:.3e}, now {cur:.3e}: {why}{since}"]
+
+
+def test_a_float32_bound_at_fp32_rtol_is_said_to_be_it_whatever_its_sensitivity() -> None:
+    """Where 4x the sensitivity equals FP32_RTOL, FP32_RTOL is the bound (the sensitivity term sets it only past it)."""
+    from wy_ascend.testing.properties import FP32_RTOL, LOW_PRECISION_FACTOR
+
+    stored = _read_back("oracle", Case(T=20, dtype="float32"), {"w": {"tol": 2 * FP32_RTOL}}, None)
+    lines = store.bound_changes(stored, {"w": {"tol": FP32_RTOL, "sensitivity": FP32_RTOL / LOW_PRECISION_FACTOR}})
+    assert lines == [f"w: recorded tol {2 * FP32_RTOL:.3e}, now {FP32_RTOL:.3e}: "
+                     f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}"]
 
 
 NUMBER_OR_NOT = st.one_of(st.floats(1e-3, 10.0), st.none(), st.just("0.5"), st.just([0.5]))

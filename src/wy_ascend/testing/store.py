@@ -732,7 +732,7 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
     which term of ``properties.error_bounds`` sets the bound now; else the versions it changed
     between; for a perf file, each op's time bound that moved past PERF_BOUND_DRIFT. Empty when no
     bound changed (or the file recorded none)."""
-    from .properties import FP32_RTOL
+    from .properties import FP32_RTOL, LOW_PRECISION_FACTOR
 
     recorded, now = _bounds(stored.failure.get("metrics")), _bounds(metrics)
     was, today = stored.versions.get("wy_ascend"), versions().get("wy_ascend")
@@ -747,7 +747,8 @@ def bound_changes(stored: StoredCase, metrics: Metrics) -> list[str]:
         was_sensitivity = isinstance(s_rec, (int, float)) and rec["tol"] <= s_rec
         if stored.property != "oracle":
             why = f"the {stored.property} property's bound changed{since}"
-        elif dtype == "float32" and isinstance(s_now, (int, float)) and cur["tol"] > FP32_RTOL:
+        elif (dtype == "float32" and isinstance(s_now, (int, float)) and cur["tol"] > FP32_RTOL
+              and math.isclose(cur["tol"], LOW_PRECISION_FACTOR * s_now, rel_tol=1e-9)):
             why = (f"the float32 bound is LOW_PRECISION_FACTOR x the rounding sensitivity {s_now:.3e} "
                    f"(properties.error_bounds: the output cancels){since}")
         elif dtype == "float32":

@@ -100,12 +100,12 @@ def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: dict[str, torch.Te
     tol = torch.full_like(err, FP32_RTOL)
     for d in dtypes:
         sensitivity = rel(moved[d].to(device, torch.float64) - ref)
-        if d == "float32":  # FP32_RTOL or the slackened sensitivity term (_bound)
-            tol = torch.maximum(tol, BLOCK_SLACK * LOW_PRECISION_FACTOR * sensitivity)
-            continue
-        rounded = rel(ref.to(getattr(torch, d)).to(torch.float64) - ref)
-        tol = torch.maximum(tol, BLOCK_SLACK * torch.maximum(
-            LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[d] / 2), sensitivity))
+        if d == "float32":  # FP32_RTOL (above) or the sensitivity term (_bound)
+            term = LOW_PRECISION_FACTOR * sensitivity
+        else:
+            rounded = rel(ref.to(getattr(torch, d)).to(torch.float64) - ref)
+            term = torch.maximum(LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[d] / 2), sensitivity)
+        tol = torch.maximum(tol, BLOCK_SLACK * term)
     q = torch.nan_to_num(err / tol, nan=math.inf).flatten()
     i = torch.argmax(q)
     return torch.stack((q[i], i.to(torch.float64), err.flatten()[i], tol.flatten()[i]))
