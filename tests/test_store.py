@@ -553,13 +553,18 @@ def test_a_changed_bound_of_a_non_oracle_or_float32_file_says_which_bound(prop: 
 
 
 def test_a_float32_bound_at_fp32_rtol_is_said_to_be_it_whatever_its_sensitivity() -> None:
-    """Where 4x the sensitivity equals FP32_RTOL, FP32_RTOL is the bound (the sensitivity term sets it only past it)."""
+    """Where 4x the sensitivity equals FP32_RTOL, FP32_RTOL is the bound (the sensitivity term sets it only past
+    it); past it, the sensitivity term is named."""
     from wy_ascend.testing.properties import FP32_RTOL, LOW_PRECISION_FACTOR
 
     stored = _read_back("oracle", Case(T=20, dtype="float32"), {"w": {"tol": 2 * FP32_RTOL}}, None)
     lines = store.bound_changes(stored, {"w": {"tol": FP32_RTOL, "sensitivity": FP32_RTOL / LOW_PRECISION_FACTOR}})
     assert lines == [f"w: recorded tol {2 * FP32_RTOL:.3e}, now {FP32_RTOL:.3e}: "
                      f"the float32 bound is properties.FP32_RTOL, now {FP32_RTOL:.3e}"]
+    # past FP32_RTOL, where 4x the sensitivity is the bound, the sensitivity term is named
+    lines = store.bound_changes(stored, {"w": {"tol": 4e-5, "sensitivity": 1e-5}})
+    assert lines == [f"w: recorded tol {2 * FP32_RTOL:.3e}, now {4e-5:.3e}: the float32 bound is LOW_PRECISION_FACTOR x "
+                     "the rounding sensitivity 1.000e-05 (properties.error_bounds: the output cancels)"]
 
 
 NUMBER_OR_NOT = st.one_of(st.floats(1e-3, 10.0), st.none(), st.just("0.5"), st.just([0.5]))
