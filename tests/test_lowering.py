@@ -608,8 +608,6 @@ def _change_salt_ingredient(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path
         monkeypatch.setattr(lowering.inspect, "getfile", lambda obj: str(changed) if obj is kernels else real(obj))
     elif name == "tf32x3 switch":
         monkeypatch.setattr(kernels, "FP32_DOT_TF32X3", not kernels.FP32_DOT_TF32X3)
-    elif name == "backward tail switch":
-        monkeypatch.setattr(kernels, "BWD_TAIL", not kernels.BWD_TAIL)
     elif name == "triton":
         key = compiler.triton_key()
         monkeypatch.setattr(compiler, "triton_key", lambda: key + "-changed")
@@ -628,7 +626,7 @@ def _change_salt_ingredient(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 @pytest.mark.skipif(lowering.toolchain() != "ascend", reason="the salt's ingredients of triton-ascend's toolchain")
-@pytest.mark.parametrize("name", ["cache version", "kernels.py", "tf32x3 switch", "backward tail switch", "triton",
+@pytest.mark.parametrize("name", ["cache version", "kernels.py", "tf32x3 switch", "triton",
                                   "target", "options", "adapter binary"])
 def test_each_thing_a_lowering_depends_on_changes_the_cache_salt(name, monkeypatch, tmp_path) -> None:
     """Every ingredient of ``cache_salt`` (the cache's key besides the spec) changes it alone: a cached PASS of

@@ -50,9 +50,10 @@ k through transposed addresses, was dropped once measured 1-4% slower on an H100
 session 26).
 
 Unpipelined, the cuda backward's loops hold the next tile pair in registers instead: where the fused
-first loop runs (LOWP_DOT, NK == NV) and neither DOT_GUARD nor GROUP_DK is set, each iteration issues
-the loads of the next k, dw (and v, du) tiles before its own dots, and the dk loop's first pair is
-loaded before dA's products; the arithmetic is the same, bit for bit. On an H100 the four headline
+first loop runs (LOWP_DOT) and neither DOT_GUARD nor GROUP_DK is set, each iteration issues the loads
+of the next k, dw (and v, du) tiles before its own dots, the longer side's tail tiles where NK != NV
+likewise, and the dk loop's first pair is loaded before dA's products; the arithmetic is the same, bit
+for bit. On an H100 the four headline
 backwards took 0.95, 0.97, 1.17 and 0.92x the time without (docs/ledger.md session 34): the grouped
 program (GROUP_DK) spills with the extra tiles (196 bytes at 4 warps, offline), so it loads in place.
 
@@ -75,8 +76,6 @@ import os
 import triton
 import triton.language as tl
 
-from .env import switch
-
 # Runtime integer arguments of the entry kernels. Listed in do_not_specialize so that
 # their values (1, multiples of 16, ...) never select a new compiled kernel.
 RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_programs"]
@@ -86,10 +85,6 @@ RUNTIME_ARGS = ["T", "t_offset", "bh_offset", "bh_count", "num_tasks", "num_prog
 # cut the fp32 BT=128 backward's compile to llir from over 120 s to 4 s (docs/ledger.md session
 # 10), but it has not run on a GPU (its error against the fp32 bound and its speed are unmeasured).
 FP32_DOT_TF32X3 = tl.constexpr(os.environ.get("WY_ASCEND_FP32_DOT", "ieee") == "tf32x3")
-# WY_ASCEND_BWD_TAIL=1 (read once, when this module is imported; a candidate, off by default until it has run
-# on a GPU): the backward's fused first loop (LOWP_DOT) runs where NK != NV too, over min(NK, NV) tile pairs,
-# then the longer side's other tiles alone, the next tile in registers where the fused loop prefetches.
-BWD_TAIL = tl.constexpr(switch("WY_ASCEND_BWD_TAIL", False))
 # Runtime dims that Triton specializes by class (specialization.int_class): a multiple of 16
 # keeps the row strides' alignment, hence vector loads; one compile per class, not per value.
 CLASSED_ARGS = ["K", "V"]
@@ -339,7 +334,11 @@ def _bwd_task(
     p_dv = dv + (row0 * HV + i_h) * V
     # The next tile pair loaded into registers an iteration ahead (module doc): the fused loop's path without
     # DOT_GUARD's reloads and without GROUP_DK, whose program spills with the extra tiles.
-    FUSED: tl.constexpr = LOWP_DOT and (NK == NV or BWD_TAIL)
+    # The fused loop runs min(NK, NV) tile pairs, then the longer side's other tiles alone (the forward's tail
+    # loops): on an H100 that took 0-13% off seven of the grid's ten NK != NV backwards (K16/V256 0.0595 ->
+    # 0.0557 ms, below fla-core's 0.0582), where they ran the two unfused loops before; one (varlen K48/V80)
+    # took 11% more (docs/ledger.md session 40).
+    FUSED: tl.constexpr = LOWP_DOT
     NF: tl.constexpr = NK if NK < NV else NV
     PREFETCH: tl.constexpr = FUSED and (not DOT_GUARD and not GROUP_DK)
     # dA, and dv with its dbeta terms. k and dw are read again by the dk loop below: kept in L2

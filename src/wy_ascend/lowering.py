@@ -570,8 +570,8 @@ def _sha256_file(path: str | Path) -> str:
 
 
 def cache_salt() -> str:
-    """Hash of what a lowering result depends on besides the spec: kernels.py (whose one project import,
-    env.switch, only reads a setting) and the switches it reads (FP32_DOT_TF32X3, BWD_TAIL), triton-ascend
+    """Hash of what a lowering result depends on besides the spec: kernels.py (which imports nothing of the
+    project) and the switch it reads (FP32_DOT_TF32X3), triton-ascend
     (frontend, language, passes: triton's own cache key; the adapter binary) and the compile options."""
     target, _, options, _ = _toolchain()
     if toolchain() == "ascend":
@@ -584,7 +584,7 @@ def cache_salt() -> str:
 
         tools = []
     parts = [str(CACHE_VERSION), _sha256_file(inspect.getfile(kernels_module)), str(kernels_module.FP32_DOT_TF32X3),
-             str(kernels_module.BWD_TAIL), triton_key(), str(target), options.hash(), *tools]
+             triton_key(), str(target), options.hash(), *tools]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
