@@ -336,7 +336,7 @@ def _bwd_task(
     # DOT_GUARD's reloads and without GROUP_DK, whose program spills with the extra tiles.
     # The fused loop runs min(NK, NV) tile pairs, then the longer side's other tiles alone (the forward's tail
     # loops): on an H100 that took 0-13% off seven of the grid's ten NK != NV backwards (K16/V256 0.0595 ->
-    # 0.0557 ms, below fla-core's 0.0582), where they ran the two unfused loops before; one (varlen K48/V80)
+    # 0.0557 ms; fla-core's took 0.0582 in session 39), where they ran the two unfused loops before; one (varlen K48/V80)
     # took 11% more (docs/ledger.md session 40).
     FUSED: tl.constexpr = LOWP_DOT
     NF: tl.constexpr = NK if NK < NV else NV
