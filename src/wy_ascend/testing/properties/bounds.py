@@ -76,11 +76,25 @@ def _bound(dtype: str, round_err: float, sensitivity: float) -> float:
     roundings to 4 digits, at 0.52x its sensitivity; tests/test_lowp_dot_error.py). On the
     emulation test's case it is 0.3-0.9x the first term for every input distribution, so there
     the bound is what it was. The rounding error exceeds half an ulp only where the output
-    underflows (or overflows) ``dtype``.
+    underflows (or overflows) ``dtype``. FP32_RTOL is the floor of every dtype's bound: below float32
+    the term is at least LOW_PRECISION_FACTOR x half an ulp (about 1e-3 for float16), far above it.
     """
+    return max(FP32_RTOL, _term(dtype, round_err, sensitivity))
+
+
+def _term(dtype: str, round_err: Any, sensitivity: Any) -> Any:
+    """``_bound`` without its FP32_RTOL floor, of floats or of float64 tensors alike (``_worst_block``'s per
+    block): the one statement of the formula. float32 does not read ``round_err`` (None there)."""
     if dtype == "float32":
-        return max(FP32_RTOL, LOW_PRECISION_FACTOR * sensitivity)
-    return max(LOW_PRECISION_FACTOR * max(round_err, UNIT_ROUNDOFF[dtype] / 2), sensitivity)
+        return LOW_PRECISION_FACTOR * sensitivity
+    return _maximum(LOW_PRECISION_FACTOR * _maximum(round_err, UNIT_ROUNDOFF[dtype] / 2), sensitivity)
+
+
+def _maximum(a: Any, b: Any) -> Any:
+    """The larger of two floats, or elementwise of a tensor and a tensor or a float."""
+    if isinstance(a, torch.Tensor):
+        return torch.maximum(a, b) if isinstance(b, torch.Tensor) else a.clamp(min=b)
+    return max(a, b)
 
 
 NUDGED = ("k", "v", "beta", "A", "dw", "du")  # what the kernels multiply (g only enters through exp2)

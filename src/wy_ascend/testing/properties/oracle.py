@@ -16,14 +16,13 @@ from ..phases import phase
 from .bounds import (
     BLOCK_SLACK,
     FP32_RTOL,
-    LOW_PRECISION_FACTOR,
-    UNIT_ROUNDOFF,
     _bound_rows,
     _bounds,
     _moved,
     _norms,
     _ratio,
     _read,
+    _term,
     precisions,
 )
 from .common import build_inputs, run_ops
@@ -98,14 +97,10 @@ def _worst_block(out: torch.Tensor, ref: torch.Tensor, moved: dict[str, torch.Te
 
     err = rel(out - ref)
     tol = torch.full_like(err, FP32_RTOL)
-    for d in dtypes:
+    for d in dtypes:  # FP32_RTOL (above) or BLOCK_SLACK x the whole output's term (_term), the larger
         sensitivity = rel(moved[d].to(device, torch.float64) - ref)
-        if d == "float32":  # FP32_RTOL (above) or the sensitivity term (_bound)
-            term = LOW_PRECISION_FACTOR * sensitivity
-        else:
-            rounded = rel(ref.to(getattr(torch, d)).to(torch.float64) - ref)
-            term = torch.maximum(LOW_PRECISION_FACTOR * rounded.clamp(min=UNIT_ROUNDOFF[d] / 2), sensitivity)
-        tol = torch.maximum(tol, BLOCK_SLACK * term)
+        rounded = None if d == "float32" else rel(ref.to(getattr(torch, d)).to(torch.float64) - ref)
+        tol = torch.maximum(tol, BLOCK_SLACK * _term(d, rounded, sensitivity))
     q = torch.nan_to_num(err / tol, nan=math.inf).flatten()
     i = torch.argmax(q)
     return torch.stack((q[i], i.to(torch.float64), err.flatten()[i], tol.flatten()[i]))
