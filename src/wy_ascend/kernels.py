@@ -53,9 +53,9 @@ Unpipelined, the cuda backward's loops hold the next tile pair in registers inst
 first loop runs (LOWP_DOT) and neither DOT_GUARD nor GROUP_DK is set, each iteration issues the loads
 of the next k, dw (and v, du) tiles before its own dots, the longer side's tail tiles where NK != NV
 likewise, and the dk loop's first pair is loaded before dA's products; the arithmetic is the same, bit
-for bit. On an H100 the four headline
-backwards took 0.95, 0.97, 1.17 and 0.92x the time without (docs/ledger.md session 34): the grouped
-program (GROUP_DK) spills with the extra tiles (196 bytes at 4 warps, offline), so it loads in place.
+for bit. On an H100 the four headline backwards took 0.95, 0.97, 1.17 and 0.92x the time without
+(docs/ledger.md session 34): the grouped program (GROUP_DK) spills with the extra tiles (196 bytes at
+4 warps, offline), so it loads in place.
 
 Guards for the triton-ascend traps (docs/design.md section 3):
 * int64 scalar bases, int32 tile offsets (above);
@@ -335,9 +335,9 @@ def _bwd_task(
     # The next tile pair loaded into registers an iteration ahead (module doc): the fused loop's path without
     # DOT_GUARD's reloads and without GROUP_DK, whose program spills with the extra tiles.
     # The fused loop runs min(NK, NV) tile pairs, then the longer side's other tiles alone (the forward's tail
-    # loops): on an H100 that took 0-13% off seven of the grid's ten NK != NV backwards (K16/V256 0.0595 ->
-    # 0.0557 ms; fla-core's took 0.0582 in session 39), where they ran the two unfused loops before; one (varlen K48/V80)
-    # took 11% more (docs/ledger.md session 40).
+    # loops): on an H100 that took 1-13% off seven of the grid's ten NK != NV backwards, which ran two unfused
+    # loops before (K16/V256 0.0595 -> 0.0557 ms; fla-core's took 0.0582 in session 39), and 11% more on one,
+    # varlen K48/V80 (docs/ledger.md session 40).
     FUSED: tl.constexpr = LOWP_DOT
     NF: tl.constexpr = NK if NK < NV else NV
     PREFETCH: tl.constexpr = FUSED and (not DOT_GUARD and not GROUP_DK)
