@@ -98,6 +98,17 @@ def test_enumeration_covers_every_constexpr_value(all_specs, specs) -> None:
     assert all(s.footprint <= UB * UB_SAFETY_MARGIN for s in specs)
 
 
+def test_head_ratios_cover_each_class_of_key_head_lookup() -> None:
+    """HEADS, the (H, HV) the enumeration lowers: one head, several heads ungrouped, and grouped heads both where the
+    group size G = HV // H is a power of two (the compiled key-head index i_h // G a shift) and where it is not (a
+    division), over a single key head and over several (a key head past the first); each HV a multiple of H."""
+    assert all(hv % h == 0 for h, hv in lowering.HEADS)
+    grouped = [(h, hv // h) for h, hv in lowering.HEADS if hv > h]
+    assert (1, 1) in lowering.HEADS and any(h == hv > 1 for h, hv in lowering.HEADS)
+    assert {g & (g - 1) == 0 for _, g in grouped} == {True, False}  # a shift and a division
+    assert {h == 1 for h, _ in grouped} == {True, False}  # one key head and several
+
+
 def _planned_tiles(spec: DeviceSpec, kernel: str, BT: int, dims: list[int]) -> set[int]:
     """The tiles BK and BV the planner picks on ``spec`` for K = V = each of ``dims`` and for each
     neighbouring (K, V) pair of them (none where it refuses BT)."""

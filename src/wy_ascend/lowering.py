@@ -89,6 +89,8 @@ BTS = (16, 32, 64, 128)
 # (Backend.halve_padded), two 128-wide ones elsewhere
 ODD_DIMS = (16, 64, 80, 100, 128, 192, 256)
 SQUARE = (128, 128)
+# (H, HV): one head; grouped heads with G = HV // H a power of two (the key head i_h // G a shift) over one key
+# head and not one (a division) over several; several heads ungrouped (tests/test_lowering.py holds these classes)
 HEADS = ((1, 1), (1, 2), (2, 6), (4, 4))
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 INDEX_DTYPES = ("int32", "int64")
