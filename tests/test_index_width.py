@@ -539,3 +539,25 @@ def test_the_fuzz_suite_rejects_a_case_its_device_cannot_hold(monkeypatch) -> No
     with pytest.raises(Unsatisfiable):  # every draw rejected: no example ran to a verdict
         fuzzed()
     assert said and set(said) == {("add", "index_width", False)}
+
+
+def test_the_wrap_counts_and_names_only_the_lanes_that_wrapped() -> None:
+    """Two heads of T = 2**30 + 8, 16 lanes a block: head 1's last block holds offsets 2**31 - 8 to 2**31 + 7,
+    and only its upper 8 lanes wrap. The error counts those 8 and names the first of them, lane 8, 2**32
+    elements off; the 8 active lanes before it have their exact address."""
+    T2 = 2**30 + 8
+    x, y = virtual_empty((2 * T2,), torch.float16), virtual_empty((2 * T2,), torch.float16)
+    with pytest.raises(Exception) as caught, index_audit():
+        _head_rows[(T2 // 16, 2)](x, y, T2, BLOCK=16, WIDE=False, MASK_PAST=False)
+    wrap = wrap_of(caught.value)
+    assert wrap is not None and "8 active lane(s), first (8,)" in str(wrap), str(wrap)
+    assert f"{2**32 * 2:+d} bytes" in str(wrap)
+
+
+@settings(max_examples=30, derandomize=True, database=None, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+       dtype=st.sampled_from([torch.int8, torch.float16, torch.float32, torch.int64]))
+def test_a_virtual_tensor_is_zeros_of_its_shape_and_dtype_empty_ones_included(shape: list[int], dtype: torch.dtype) -> None:
+    """virtual_empty of any shape, one with no elements included (an mmap cannot be empty: it maps a byte)."""
+    t = virtual_empty(tuple(shape), dtype)
+    assert t.shape == tuple(shape) and t.dtype == dtype and not t.any()

@@ -62,7 +62,9 @@ def virtual_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A contiguous CPU tensor of ``shape`` whose pages are reserved nowhere until touched (zeros to read):
     a problem's real sizes in a few MiB of memory (module doc)."""
     numel = math.prod(shape)
-    buffer = mmap.mmap(-1, max(1, numel * dtype.itemsize), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+    if numel == 0:  # no pages to reserve, and neither an mmap nor torch.frombuffer can be empty
+        return torch.zeros(shape, dtype=dtype)
+    buffer = mmap.mmap(-1, numel * dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
     return torch.frombuffer(buffer, dtype=dtype, count=numel).view(shape)
 
 
