@@ -57,6 +57,18 @@ def test_units_apart_counts_units_of_the_dtype() -> None:
     assert apart[2] == pytest.approx(64.0, rel=1e-6)  # 1 apart at magnitude 3: 1 / 2^-6
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_near_zero_a_unit_holds_the_64_float32_subnormal_spacings_of_slack(dtype: torch.dtype) -> None:
+    """Below the smallest normal a unit is the dtype's subnormal spacing plus 64 of float32's (2**-149 each, the
+    slack for float32 intermediates that leave the normal range): a difference of exactly that is one unit, and
+    one float32 spacing more is past it. (float16's spacing, 2**-24, leaves the slack below float64's precision.)"""
+    info = torch.finfo(dtype)
+    unit = info.tiny * info.eps + 64 * 2.0**-149
+    zero = torch.zeros(2, dtype=torch.float64)
+    apart = linearity._units_apart(zero.to(dtype), torch.tensor([unit, unit + 2.0**-149], dtype=torch.float64))
+    assert apart.tolist() == [1.0, pytest.approx(1.0 + 2.0**-149 / unit)] and apart[1] > 1.0
+
+
 @settings(max_examples=12, derandomize=True, database=None, deadline=None)
 @given(st.sets(st.integers(0, 70 * 4 * 20 - 1), min_size=1, max_size=6), st.sampled_from([1, 3]))
 def test_the_inexact_elements_counted_are_those_off_their_scaled_value(where: set[int], units: int) -> None:
