@@ -469,6 +469,22 @@ def test_a_closed_runner_starts_again_on_its_next_case_into_the_same_log(tmp_pat
         runner.close()
 
 
+@pytest.mark.cpu_interpreter
+def test_close_reaps_the_fork_server(tmp_path: Path) -> None:
+    """close() waits for the fork server (the template each case's child is forked from) to exit on its socket's
+    EOF and reaps it: none is left a zombie in the runner's process, which a fuzz worker keeps for its whole run
+    while closing runners many times."""
+    runner = CaseRunner(tmp_path / "runner.log", timeout_s=60, fork_server=True, backend="cpu")
+    try:
+        runner.run("plan_coverage", PLAN_CASE)
+        zygote = runner._zygote
+        assert zygote is not None
+        runner.close()
+        assert zygote.popen.returncode is not None and not Path(f"/proc/{zygote.popen.pid}").exists()
+    finally:
+        runner.close()
+
+
 # ----------------------------------------------------------------------------- the runner's bookkeeping, in-process
 
 
