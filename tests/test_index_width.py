@@ -558,6 +558,7 @@ def test_the_wrap_counts_and_names_only_the_lanes_that_wrapped() -> None:
 @given(shape=st.lists(st.integers(0, 5), min_size=1, max_size=3),
        dtype=st.sampled_from([torch.int8, torch.float16, torch.float32, torch.int64]))
 def test_a_virtual_tensor_is_zeros_of_its_shape_and_dtype_empty_ones_included(shape: list[int], dtype: torch.dtype) -> None:
-    """virtual_empty of any shape, one with no elements included (an mmap cannot be empty: it maps a byte)."""
+    """virtual_empty of any shape, one with no elements included (neither an mmap nor torch.frombuffer can be
+    empty: such a shape gets a plain empty tensor, which reserves nothing either)."""
     t = virtual_empty(tuple(shape), dtype)
     assert t.shape == tuple(shape) and t.dtype == dtype and not t.any()
